@@ -1,0 +1,19 @@
+# Reproduction pipeline for five papers on deep ReLU networks at initialization.
+#   snakemake all --cores 2 --config scale=quick     every figure and report, small settings
+#   snakemake op_f1 --cores 2                          one catalogue figure (paper scale)
+# Targets go before --config, which takes every word after it as a key=value pair.
+
+configfile: "config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/datasets.smk"
+include: "workflow/rules/experiments.smk"
+include: "workflow/rules/reports.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        [figure_files(exp) for exp in EXPERIMENTS],
+        [report_files(paper) for paper in REPORT_PAPERS],

@@ -1,0 +1,61 @@
+"""Reading the workflow config: one scale's settings of an experiment, and clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """A config value the schema rejects; the message names the key."""
+
+
+def settings(config: dict, exp_id: str, scale: str | None = None) -> dict:
+    """The settings of ``exp_id`` at ``scale`` (default: ``config["scale"]``).
+
+    ``paper`` holds every setting; ``quick`` lists only what it shrinks, over ``paper``.
+    """
+    scale = scale or config["scale"]
+    block = config["experiments"][exp_id]
+    merged = dict(block["paper"])
+    if scale != "paper":
+        merged.update(block.get(scale) or {})
+    return merged
+
+
+def key_path(error: jsonschema.ValidationError) -> str:
+    """``experiments.OP-F1.paper.widths[0]`` for a validation error's location."""
+    out = ""
+    for part in error.absolute_path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "<top level>"
+
+
+def explain(error: jsonschema.ValidationError) -> str:
+    """One line that names the offending key and says what is wrong with it."""
+    err = error
+    # For "anyOf/oneOf" failures the most specific sub-error says more.
+    best = jsonschema.exceptions.best_match([error])
+    if best is not None:
+        err = best
+    where = key_path(err)
+    if err.validator == "required":
+        missing = err.message.split("'")[1] if "'" in err.message else err.message
+        where = f"{where}.{missing}" if where != "<top level>" else missing
+        return f"invalid config: missing key '{where}'"
+    if err.validator == "additionalProperties":
+        return f"invalid config at '{where}': {err.message}"
+    return f"invalid config: key '{where}' = {err.instance!r}: {err.message}"
+
+
+def validate(config: dict, schema_path: str | Path = SCHEMA) -> None:
+    """Raise ConfigError naming the first bad key (checks ``paper`` blocks and merged scales)."""
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    try:
+        jsonschema.validate(config, schema, cls=jsonschema.Draft202012Validator)
+    except jsonschema.ValidationError as e:
+        raise ConfigError(explain(e)) from None

@@ -1,0 +1,215 @@
+"""Datasets: MNIST and CIFAR-10/100 through torchvision, Tiny ImageNet from its official zip,
+and scikit-learn's bundled digits, which stand in for MNIST at the quick scale (offline).
+
+Fetching (``fetch``) runs on a machine with internet, once, into one data directory; loading
+(``load``) never downloads. Images come back as float tensors ``[N, C, H, W]`` in [0, 1].
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shutil
+import socket
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torchvision
+
+log = logging.getLogger(__name__)
+
+TORCHVISION = {
+    "mnist": torchvision.datasets.MNIST,
+    "cifar10": torchvision.datasets.CIFAR10,
+    "cifar100": torchvision.datasets.CIFAR100,
+}
+
+TINY_IMAGENET_URL = "http://cs231n.stanford.edu/tiny-imagenet-200.zip"
+TINY_IMAGENET_MD5 = "90528d7ca1a48142e341f4ef8d21d0de"
+TINY_IMAGENET_DIR = "tiny-imagenet-200"
+
+# The quick scale replaces a paper's dataset by one that ships with an installed package.
+QUICK_STAND_INS = {"mnist": "digits"}
+
+DOWNLOAD_TIMEOUT_S = 60
+
+
+class DatasetUnavailable(RuntimeError):
+    """A dataset could be neither found on disk nor downloaded; the message says what to do."""
+
+
+@dataclass
+class Split:
+    """One split of a dataset, with the name of what was actually loaded."""
+
+    x: torch.Tensor  # [N, C, H, W], float32 in [0, 1]
+    y: torch.Tensor  # [N], int64
+    name: str
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.y.max()) + 1
+
+
+# --- fetching ------------------------------------------------------------------------------
+
+def _torchvision_sources(cls) -> tuple[list[str], str]:
+    """The URLs ``cls`` downloads from, and where under the root it wants the files."""
+    if hasattr(cls, "mirrors"):  # MNIST family: several files, several mirrors
+        urls = [m + fname for m in cls.mirrors for fname, _ in cls.resources]
+        return urls, f"{cls.__name__}/raw/ (the .gz files, or gunzipped)"
+    return [cls.url], f"./ (the archive {cls.filename}, or its extracted {cls.base_folder}/)"
+
+
+def fetch(name: str, root: str | Path) -> dict:
+    """Make ``name`` available under ``root`` (downloading if needed) and describe it."""
+    if name == "tiny_imagenet":
+        return fetch_tiny_imagenet(root)
+    cls = TORCHVISION[name]
+    root = Path(root)
+    counts = {}
+    for train in (True, False):
+        try:
+            ds = _open_torchvision(cls, root, train, download=False)
+        except RuntimeError:
+            log.info("%s not found under %s, downloading", name, root)
+            previous = socket.getdefaulttimeout()
+            socket.setdefaulttimeout(DOWNLOAD_TIMEOUT_S)
+            try:
+                ds = _open_torchvision(cls, root, train, download=True)
+            except Exception as e:  # noqa: BLE001 - any failure gets the same instructions
+                urls, where = _torchvision_sources(cls)
+                raise DatasetUnavailable(
+                    f"could not download {name}: {e}\n"
+                    f"Download it by hand from {' or '.join(urls[:2])}"
+                    f"{' (and the other files listed by torchvision)' if len(urls) > 2 else ''}"
+                    f" and put it in {root.resolve()}/{where}; then rerun."
+                ) from e
+            finally:
+                socket.setdefaulttimeout(previous)
+        counts["train" if train else "test"] = len(ds)
+    return {"dataset": name, "root": str(root), "source": "torchvision", **counts}
+
+
+def _open_torchvision(cls, root: Path, train: bool, download: bool):
+    return cls(str(root), train=train, download=download)
+
+
+def _md5(path: Path) -> str:
+    h = hashlib.md5()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def fetch_tiny_imagenet(root: str | Path, url: str = TINY_IMAGENET_URL, md5: str = TINY_IMAGENET_MD5) -> dict:
+    """Download the official zip (unless present), verify its MD5, extract it and move the
+    validation images into one folder per class, so ``ImageFolder`` reads both splits."""
+    root = Path(root)
+    archive = root / Path(url).name
+    target = root / TINY_IMAGENET_DIR
+    if not (target / "wnids.txt").exists():  # not extracted yet
+        if not archive.exists():
+            root.mkdir(parents=True, exist_ok=True)
+            log.info("downloading %s", url)
+            try:
+                with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as r, open(archive.with_suffix(".part"), "wb") as f:
+                    shutil.copyfileobj(r, f)
+            except OSError as e:
+                raise DatasetUnavailable(
+                    f"could not download Tiny ImageNet: {e}\n"
+                    f"Download {url} by hand and put it at {archive.resolve()}; then rerun."
+                ) from e
+            archive.with_suffix(".part").rename(archive)
+        got = _md5(archive)
+        if got != md5:
+            raise DatasetUnavailable(
+                f"{archive} has MD5 {got}, expected {md5}: the download is damaged. "
+                f"Delete it and download {url} again."
+            )
+        log.info("extracting %s", archive)
+        with zipfile.ZipFile(archive) as z:
+            z.extractall(root)
+    moved = rearrange_tiny_imagenet_val(target)
+    n_train = sum(1 for _ in (target / "train").glob("*/images/*"))
+    n_val = sum(1 for _ in (target / "val").glob("*/*"))
+    return {"dataset": "tiny_imagenet", "root": str(root), "source": url, "md5": md5,
+            "train": n_train, "test": n_val, "val_images_moved": moved}
+
+
+def rearrange_tiny_imagenet_val(target: str | Path) -> int:
+    """Move ``val/images/<file>`` to ``val/<wnid>/<file>`` using ``val_annotations.txt``.
+
+    Idempotent: a second call finds nothing to move and returns 0.
+    """
+    val = Path(target) / "val"
+    annotations = val / "val_annotations.txt"
+    if not annotations.exists():
+        raise DatasetUnavailable(f"{annotations} is missing: the Tiny ImageNet archive is incomplete")
+    moved = 0
+    for line in annotations.read_text().splitlines():
+        fname, wnid = line.split("\t")[:2]
+        src = val / "images" / fname
+        if src.exists():
+            (val / wnid).mkdir(exist_ok=True)
+            src.rename(val / wnid / fname)
+            moved += 1
+    images = val / "images"
+    if images.is_dir() and not any(images.iterdir()):
+        images.rmdir()
+    return moved
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+def load(name: str, root: str | Path, train: bool = True, scale: str = "paper") -> Split:
+    """Load a split into memory. At the quick scale MNIST becomes the bundled digits."""
+    if scale == "quick" and name in QUICK_STAND_INS:
+        name = QUICK_STAND_INS[name]
+    if name == "digits":
+        return digits(train)
+    if name == "tiny_imagenet":
+        folder = Path(root) / TINY_IMAGENET_DIR / ("train" if train else "val")
+        return to_split(torchvision.datasets.ImageFolder(str(folder)), name)
+    try:
+        ds = _open_torchvision(TORCHVISION[name], Path(root), train, download=False)
+    except RuntimeError as e:
+        raise DatasetUnavailable(f"{name} is not under {root}: run `snakemake fetch_{name}` first ({e})") from e
+    return to_split(ds, name)
+
+
+def to_split(ds, name: str) -> Split:
+    """Tensors from a torchvision dataset (in-memory arrays when it has them, else item by item)."""
+    data = getattr(ds, "data", None)
+    if data is not None:
+        x = torch.as_tensor(np.asarray(data))
+        if x.ndim == 3:  # MNIST: [N, H, W]
+            x = x.unsqueeze(1)
+        else:  # CIFAR: [N, H, W, C]
+            x = x.permute(0, 3, 1, 2)
+        x = x.float().div(255.0)
+        y = torch.as_tensor(np.asarray(ds.targets), dtype=torch.long)
+    else:
+        to_tensor = torchvision.transforms.functional.pil_to_tensor
+        items = [(to_tensor(img.convert("RGB")), label) for img, label in ds]
+        x = torch.stack([i for i, _ in items]).float().div(255.0)
+        y = torch.tensor([label for _, label in items], dtype=torch.long)
+    return Split(x.contiguous(), y, name)
+
+
+def digits(train: bool = True, test_fraction: float = 0.25, seed: int = 0) -> Split:
+    """scikit-learn's 8x8 digits (1,797 images, 16 grey levels), split by a fixed permutation."""
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    x = torch.tensor(d.images, dtype=torch.float32).div(16.0).unsqueeze(1)
+    y = torch.tensor(d.target, dtype=torch.long)
+    perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
+    n_test = int(round(test_fraction * len(y)))
+    idx = perm[n_test:] if train else perm[:n_test]
+    return Split(x[idx], y[idx], "digits")

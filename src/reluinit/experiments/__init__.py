@@ -1,0 +1,72 @@
+"""Registry of catalogue experiments: how each is split into jobs, measured, plotted, summarised.
+
+An experiment turns its settings (one scale's block of ``config.yaml``) into tidy tables and
+figures. The workflow is generic over this interface, so adding an experiment means writing
+these four functions, registering them here, and adding a config block and a rule line:
+
+* ``parts(settings) -> {key: kwargs}``: independent jobs (one Snakemake job each),
+* ``measure(settings, key, device) -> DataFrame``: one job's rows, one row per measurement,
+* ``figure(table, settings) -> Figure``: the catalogue figure from the combined table,
+* ``summary(table) -> DataFrame``: the numbers a reader compares with the paper.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+PAPERS = {
+    "TG": "Trajectory growth lower bounds for random sparse deep ReLU networks",
+    "EP": "On the expressive power of deep neural networks",
+    "OP": "The benefits of over-parameterization at initialization in deep ReLU networks",
+    "LR": "Complexity of linear regions in deep networks",
+    "RP": "Robust pruning at initialization",
+    "X": "Across the papers (ours)",
+}
+
+
+@dataclass(frozen=True)
+class Experiment:
+    id: str
+    parts: Callable[[dict], dict[str, dict]]
+    measure: Callable[[dict, str, str], pd.DataFrame]
+    figure: Callable[[pd.DataFrame, dict], object]
+    summary: Callable[[pd.DataFrame], pd.DataFrame]
+
+    @property
+    def paper(self) -> str:
+        return paper_of(self.id)
+
+
+REGISTRY: dict[str, Experiment] = {}
+
+
+def register(exp: Experiment) -> Experiment:
+    REGISTRY[exp.id] = exp
+    return exp
+
+
+def get(exp_id: str) -> Experiment:
+    _load_all()
+    try:
+        return REGISTRY[exp_id]
+    except KeyError:
+        raise KeyError(f"no experiment {exp_id!r}; known: {sorted(REGISTRY)}") from None
+
+
+def paper_of(exp_id: str) -> str:
+    """``"OP-F1" -> "OP"``."""
+    return exp_id.split("-", 1)[0]
+
+
+def part_seed(base: int, index: int) -> int:
+    """A seed for job ``index`` of an experiment, independent of the others' streams."""
+    return int(np.random.SeedSequence([base, index]).generate_state(1)[0] & 0x7FFFFFFF)
+
+
+def _load_all() -> None:
+    # Importing a paper's module registers its experiments.
+    from . import op  # noqa: F401

@@ -1,0 +1,176 @@
+"""OP: activation and gradient norm preservation at initialization (OP-F1, OP-F2, OP-F3).
+
+Data, as in OP Section 4: inputs ``x ~ N(0, I)`` in ``R^input_dim`` and class targets drawn
+uniformly from ``n_classes`` classes, fed through the ReLU net and a linear readout with
+softmax and cross-entropy. The same data serve every job of an experiment, so widths and
+initializations are compared on identical inputs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+import torch
+
+from .. import plotting, theory
+from ..nets import resolve_device, sample_mlp
+from ..norms import distortion, norm_ratios
+from . import Experiment, part_seed, register
+
+INIT_LABELS = {"he_fan_out": "He", "glorot": "Glorot", "he": "He (fan-in)"}
+
+
+def gaussian_data(n_samples: int, input_dim: int, n_classes: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(n_samples, input_dim, generator=gen)
+    y = torch.randint(0, n_classes, (n_samples,), generator=gen)
+    return x, y
+
+
+def _measure_net(s: dict, widths: list[int], init: str, net_seed: int, device: str) -> pd.DataFrame:
+    """Per-sample, per-layer ratios of one sampled net, as a long table."""
+    x, y = gaussian_data(s["n_samples"], s["input_dim"], s["n_classes"], s["seed"])
+    net = sample_mlp([s["input_dim"], *widths, s["n_classes"]], init, readout=True, seed=net_seed,
+                     device=resolve_device(device))
+    r = norm_ratios(net, x, y, batch_size=s["batch_size"])
+    n, depth = r["act_ratio"].shape
+    return pd.DataFrame({
+        "sample": np.repeat(np.arange(n), depth),
+        "layer": np.tile(np.arange(1, depth + 1), n),
+        "layer_width": np.tile(widths, n),
+        "act_ratio": r["act_ratio"].double().numpy().ravel(),
+        "grad_ratio": r["grad_ratio"].double().numpy().ravel(),
+        "init": init,
+        "net_seed": net_seed,
+        "data_seed": s["seed"],
+    })
+
+
+# --- OP-F1: ratios per layer, He vs Glorot, several widths --------------------------------
+
+def f1_parts(s: dict) -> dict[str, dict]:
+    return {f"{init}-w{w}": {"init": init, "width": w} for init in s["inits"] for w in s["widths"]}
+
+
+def f1_measure(s: dict, key: str, device: str = "auto") -> pd.DataFrame:
+    parts = f1_parts(s)
+    p = parts[key]
+    seed = part_seed(s["seed"], list(parts).index(key))
+    df = _measure_net(s, [p["width"]] * s["depth"], p["init"], seed, device)
+    return df.assign(width=p["width"])
+
+
+def f1_figure(table: pd.DataFrame, s: dict):
+    fig, axes = plotting.panels(2)
+    data = table.assign(Init=table["init"].map(INIT_LABELS), Width=table["width"].astype(str))
+    for ax, col, ylabel in [
+        (axes[0], "act_ratio", r"$\|h_l\| / \|x\|$"),
+        (axes[1], "grad_ratio", r"$\|\partial \ell/\partial W_l\|_F / (\|\delta\|\,\|x\|)$"),
+    ]:
+        sns.lineplot(data=data, x="layer", y=col, hue="Width", style="Init", errorbar="sd",
+                     marker="o", ax=ax, palette="viridis")
+        ax.axhline(1.0, color="grey", lw=0.8, ls=":")
+        ax.set(xlabel="layer $l$", ylabel=ylabel)
+    axes[0].get_legend().remove()
+    sns.move_legend(axes[1], "upper left", bbox_to_anchor=(1.02, 1.0))
+    fig.suptitle(f"OP-F1: norm ratios at init, mean ± std over {s['n_samples']} inputs")
+    return fig
+
+
+def f1_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Mean and std over the data of both ratios, per init, width and layer."""
+    return (table.groupby(["init", "width", "layer"])[["act_ratio", "grad_ratio"]]
+            .agg(["mean", "std"]).reset_index())
+
+
+# --- OP-F2: measured distortion vs the epsilon of Lemmas 2 and 5 ---------------------------
+
+def f2_parts(s: dict) -> dict[str, dict]:
+    return {"all": {}}
+
+
+def f2_measure(s: dict, key: str, device: str = "auto") -> pd.DataFrame:
+    frames = []
+    for i, m in enumerate(s["widths"]):
+        df = _measure_net(s, [m], s["init"], part_seed(s["seed"], i), device)
+        frames.append(df.assign(
+            width=m,
+            eps_forward=distortion(torch.tensor(df["act_ratio"].to_numpy())).numpy(),
+            eps_backward=distortion(torch.tensor(df["grad_ratio"].to_numpy())).numpy(),
+            eps_lemma2=theory.lemma2_epsilon(m, s["delta"]),
+            eps_lemma5=theory.lemma5_epsilon(m, s["delta"]),
+            delta=s["delta"],
+        ))
+    return pd.concat(frames, ignore_index=True)
+
+
+def f2_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per width: mean distortion (the paper's "empirical estimate"), its (1 - delta) quantile
+    (what the lemmas actually bound) and the lemmas' epsilon."""
+    delta = table["delta"].iloc[0]
+    rows = []
+    for (width,), g in table.groupby(["width"]):
+        for direction, lemma in [("forward", "eps_lemma2"), ("backward", "eps_lemma5")]:
+            col = f"eps_{direction}"
+            rows.append({"width": width, "direction": direction,
+                         "mean": g[col].mean(), "quantile": g[col].quantile(1 - delta),
+                         "lemma": g[lemma].iloc[0]})
+    return pd.DataFrame(rows)
+
+
+def f2_figure(table: pd.DataFrame, s: dict):
+    summary = f2_summary(table)
+    fig, axes = plotting.panels(2)
+    for ax, (direction, lemma) in zip(axes, [("forward", "Lemma 2"), ("backward", "Lemma 5")]):
+        d = summary[summary["direction"] == direction]
+        ax.plot(d["width"], d["lemma"], "k--", label=f"{lemma}, $\\delta$={s['delta']}")
+        ax.plot(d["width"], d["quantile"], "s-", label=f"measured {1 - s['delta']:.0%} quantile")
+        ax.plot(d["width"], d["mean"], "o-", label="measured mean")
+        ax.set(xlabel="width $m$", ylabel=r"distortion $\epsilon$", title=f"{direction} pass")
+        ax.legend()
+    fig.suptitle("OP-F2: tightness of the width bounds (one hidden ReLU layer)")
+    return fig
+
+
+# --- OP-F3: gradient ratio when the widths vary around a centre ----------------------------
+
+def f3_parts(s: dict) -> dict[str, dict]:
+    return {f"v{v}": {"variation": v} for v in s["width_variations"]}
+
+
+def f3_widths(center: int, variation: int, depth: int, seed: int) -> list[int]:
+    """Layer widths drawn independently and uniformly from the integers in [c - v, c + v]."""
+    gen = torch.Generator().manual_seed(seed)
+    return (torch.randint(center - variation, center + variation + 1, (depth,), generator=gen)).tolist()
+
+
+def f3_measure(s: dict, key: str, device: str = "auto") -> pd.DataFrame:
+    parts = f3_parts(s)
+    v = parts[key]["variation"]
+    seed = part_seed(s["seed"], list(parts).index(key))
+    widths = f3_widths(s["width_center"], v, s["depth"], seed)
+    return _measure_net(s, widths, s["init"], seed, device).assign(variation=v)
+
+
+def f3_figure(table: pd.DataFrame, s: dict):
+    fig, axes = plotting.panels(1, width=5.5)
+    data = table.assign(Variation=table["variation"].map(lambda v: f"v = {v}"))
+    sns.lineplot(data=data, x="layer", y="grad_ratio", hue="Variation", errorbar="sd", marker="o",
+                 ax=axes[0], palette="viridis")
+    axes[0].axhline(1.0, color="grey", lw=0.8, ls=":")
+    axes[0].set(xlabel="layer $l$", ylabel=r"$\|\partial \ell/\partial W_l\|_F / (\|\delta\|\,\|x\|)$",
+                title=f"OP-F3: widths U({s['width_center']} - v, {s['width_center']} + v), He")
+    return fig
+
+
+def f3_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per width variation: mean |ratio - 1| and the mean over layers of the std over data."""
+    per_layer = table.groupby(["variation", "layer"])["grad_ratio"].agg(["mean", "std"]).reset_index()
+    return per_layer.groupby("variation").agg(
+        mean_abs_dev=("mean", lambda m: (m - 1).abs().mean()), mean_std=("std", "mean")).reset_index()
+
+
+register(Experiment("OP-F1", f1_parts, f1_measure, f1_figure, f1_summary))
+register(Experiment("OP-F2", f2_parts, f2_measure, f2_figure, f2_summary))
+register(Experiment("OP-F3", f3_parts, f3_measure, f3_figure, f3_summary))

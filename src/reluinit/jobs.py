@@ -1,0 +1,35 @@
+"""What every workflow script does around the science: logging, threads, writing tables."""
+
+from __future__ import annotations
+
+import logging
+import platform
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+
+def start(log_path: str | None, threads: int = 1) -> logging.Logger:
+    """Send this job's log records (and warnings) to ``log_path`` and size torch's thread pool."""
+    handlers: list[logging.Handler] = [logging.StreamHandler()]
+    if log_path:
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(log_path, mode="w"))
+    logging.basicConfig(level=logging.INFO, handlers=handlers, force=True,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.captureWarnings(True)
+    torch.set_num_threads(max(1, threads))
+    log = logging.getLogger("reluinit")
+    log.info("python %s, torch %s, %d threads, cuda available: %s", platform.python_version(),
+             torch.__version__, torch.get_num_threads(), torch.cuda.is_available())
+    return log
+
+
+def write_table(df: pd.DataFrame, path: str | Path, **constants) -> None:
+    """Write a tidy table as CSV, with ``constants`` (experiment, scale, ...) as leading columns."""
+    for i, (name, value) in enumerate(constants.items()):
+        df.insert(i, name, value)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(path, index=False)
+    logging.getLogger("reluinit").info("wrote %d rows to %s", len(df), path)

@@ -1,0 +1,39 @@
+"""Where every output lives, derived from the results root, the experiment id and a part key.
+
+All paths are built here so a table or figure can be found from its catalogue id alone. The
+arguments may be Snakemake wildcards (``"{exp}"``); pass ``paper`` explicitly then.
+
+    results/<PAPER>/<ID>.csv            tidy table of one experiment (all its jobs combined)
+    results/<PAPER>/<ID>/<part>.csv     one job's rows
+    results/figures/<ID>.pdf|.png       the catalogue figure
+    results/reports/<PAPER>.ipynb|.html executed notebook of one paper
+    results/logs/..., results/benchmarks/...
+"""
+
+from __future__ import annotations
+
+from .experiments import paper_of
+
+
+def table(results: str, exp: str, paper: str | None = None) -> str:
+    return f"{results}/{paper or paper_of(exp)}/{exp}.csv"
+
+
+def part(results: str, exp: str, key: str, paper: str | None = None) -> str:
+    return f"{results}/{paper or paper_of(exp)}/{exp}/{key}.csv"
+
+
+def figures(results: str, exp: str) -> list[str]:
+    return [f"{results}/figures/{exp}.pdf", f"{results}/figures/{exp}.png"]
+
+
+def report(results: str, paper: str, ext: str) -> str:
+    return f"{results}/reports/{paper}.{ext}"
+
+
+def log(results: str, name: str) -> str:
+    return f"{results}/logs/{name}.log"
+
+
+def benchmark(results: str, name: str) -> str:
+    return f"{results}/benchmarks/{name}.tsv"

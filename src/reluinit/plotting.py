@@ -1,0 +1,31 @@
+"""One seaborn theme for every figure, and saving a figure in the formats the workflow promises."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # figures are written to files, on machines without a display
+
+import matplotlib.pyplot as plt  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+
+def theme() -> None:
+    sns.set_theme(context="paper", style="whitegrid", palette="viridis", font_scale=1.1)
+
+
+def panels(n: int, width: float = 4.2, height: float = 3.4):
+    """A row of ``n`` axes under the project theme."""
+    theme()
+    fig, axes = plt.subplots(1, n, figsize=(width * n, height), squeeze=False, layout="constrained")
+    return fig, list(axes[0])
+
+
+def save(fig, paths: list[str | Path]) -> None:
+    """Write ``fig`` to every path (format from the suffix) and close it."""
+    for path in paths:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=150)
+    plt.close(fig)

@@ -1,0 +1,48 @@
+# Fetch rules. They run on the submitting machine (cluster nodes often have no internet)
+# and write a small JSON record of what they found. Offline they fail at once with the URL
+# and the folder to put the files in by hand. The quick scale needs none of them: it uses
+# scikit-learn's bundled digits wherever a paper uses MNIST.
+
+TORCHVISION_DATASETS = ["mnist", "cifar10", "cifar100"]
+
+
+def dataset_input(name):
+    """Rule input for a dataset: its fetch record at the paper scale, nothing at quick scale
+    when a bundled stand-in replaces it (reluinit.datasets.QUICK_STAND_INS)."""
+    from reluinit.datasets import QUICK_STAND_INS
+
+    if SCALE == "quick" and name in QUICK_STAND_INS:
+        return []
+    return f"{DATA}/fetched/{name}.json"
+
+
+rule fetch_torchvision:
+    output:
+        f"{DATA}/fetched/{{dataset}}.json",
+    wildcard_constraints:
+        dataset="|".join(TORCHVISION_DATASETS),
+    log:
+        log_file("datasets/{dataset}"),
+    localrule: True
+    conda:
+        "../../envs/datasets.yaml"
+    script:
+        "../scripts/fetch_dataset.py"
+
+
+rule fetch_tiny_imagenet:
+    output:
+        f"{DATA}/fetched/tiny_imagenet.json",
+    log:
+        log_file("datasets/tiny_imagenet"),
+    localrule: True
+    conda:
+        "../../envs/datasets.yaml"
+    script:
+        "../scripts/fetch_dataset.py"
+
+
+rule datasets:
+    input:
+        [dataset_input(name) for name in TORCHVISION_DATASETS + ["tiny_imagenet"]],
+    localrule: True

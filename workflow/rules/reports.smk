@@ -1,0 +1,43 @@
+# One parameterised notebook per paper (notebooks/<PAPER>.ipynb), executed by papermill on
+# the paper's result tables and figures and exported to HTML. Notebooks only read results.
+
+REPORT_PAPERS = [p for p in PAPERS if Path(workflow.basedir, "notebooks", f"{p}.ipynb").exists()]
+
+
+def report_files(paper):
+    return [paths.report(RESULTS, paper, "ipynb"), paths.report(RESULTS, paper, "html")]
+
+
+def paper_inputs(paper):
+    exps = [e for e in EXPERIMENTS if experiments.paper_of(e) == paper]
+    return {
+        "tables": [paths.table(RESULTS, e) for e in exps],
+        "figures": [f for e in exps for f in figure_files(e)],
+    }
+
+
+rule notebook:
+    input:
+        unpack(lambda w: paper_inputs(w.paper)),
+        notebook="notebooks/{paper}.ipynb",
+    output:
+        ipynb=paths.report(RESULTS, "{paper}", "ipynb"),
+        html=report(
+            paths.report(RESULTS, "{paper}", "html"),
+            caption="../report/notebook.rst",
+            category="reports",
+            labels={"report": "{paper}"},
+        ),
+    params:
+        scale=SCALE,
+        results=RESULTS,
+    log:
+        log_file("reports/{paper}"),
+    benchmark:
+        benchmark_file("reports/{paper}")
+    conda:
+        "../../envs/reports.yaml"
+    shell:
+        "(papermill {input.notebook} {output.ipynb} -k python3"
+        " -p scale {params.scale} -p results {params.results}"
+        " && jupyter nbconvert --to html --output-dir $(dirname {output.html}) {output.ipynb}) > {log} 2>&1"
