@@ -1,17 +1,14 @@
-"""Reading the workflow config: one scale's settings of an experiment, and clear errors."""
+"""Reading the workflow config: one scale's settings of an experiment, and clear errors.
+
+The workflow validates the config with Snakemake's ``validate`` against
+``workflow/schemas/config.schema.yaml``; ``explain`` turns a rejection into one line.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
+import re
 
 import jsonschema
-import yaml
-
-SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
-
-
-class ConfigError(ValueError):
-    """A config value the schema rejects; the message names the key."""
 
 
 def settings(config: dict, exp_id: str, scale: str | None = None) -> dict:
@@ -47,15 +44,13 @@ def explain(error: jsonschema.ValidationError) -> str:
         missing = err.message.split("'")[1] if "'" in err.message else err.message
         where = f"{where}.{missing}" if where != "<top level>" else missing
         return f"invalid config: missing key '{where}'"
-    if err.validator == "additionalProperties":
-        return f"invalid config at '{where}': {err.message}"
+    if err.validator in ("additionalProperties", "unevaluatedProperties"):
+        # jsonschema names the offenders as "('a', 'b' were unexpected)".
+        found = re.search(r"\((.*) (?:was|were) unexpected\)", err.message)
+        unknown = found.group(1) if found else err.message
+        what = "experiment id" if where == "experiments" else "key"
+        line = f"invalid config at '{where}': unknown {what} {unknown}"
+        if err.validator == "additionalProperties":
+            line += f" (known: {', '.join(sorted(err.schema.get('properties', {})))})"
+        return line
     return f"invalid config: key '{where}' = {err.instance!r}: {err.message}"
-
-
-def validate(config: dict, schema_path: str | Path = SCHEMA) -> None:
-    """Raise ConfigError naming the first bad key (checks ``paper`` blocks and merged scales)."""
-    schema = yaml.safe_load(Path(schema_path).read_text())
-    try:
-        jsonschema.validate(config, schema, cls=jsonschema.Draft202012Validator)
-    except jsonschema.ValidationError as e:
-        raise ConfigError(explain(e)) from None

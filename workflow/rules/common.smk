@@ -1,5 +1,4 @@
 # Shared helpers: config validation, the library on the path, settings and paths by id.
-import os
 import sys
 from pathlib import Path
 
@@ -8,14 +7,14 @@ from snakemake.utils import min_version, validate
 
 min_version("9.20")
 
-# The science lives in the importable package under src/; jobs (local, conda, SLURM) find
-# it through PYTHONPATH, so the checkout's version is used whether or not it is installed.
+# The science lives in the importable package under src/ (reluinit.workflow_env says how
+# jobs find it).
 _SRC = str(Path(workflow.basedir) / "src")
 sys.path.insert(0, _SRC)
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in [_SRC, os.environ.get("PYTHONPATH")] if p)
-# Shell rules (papermill, jupyter) use the tools installed beside this Snakemake unless a
-# conda environment (--sdm conda) puts its own first, as it does.
-os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
+
+from reluinit import workflow_env  # noqa: E402
+
+workflow_env.export(_SRC)
 
 from reluinit import experiments, paths  # noqa: E402
 from reluinit.config import explain, settings  # noqa: E402
@@ -23,8 +22,9 @@ from reluinit.config import explain, settings  # noqa: E402
 try:
     validate(config, "../schemas/config.schema.yaml")
 except WorkflowError as e:
-    cause = next((a for a in e.args if hasattr(a, "absolute_path")), None)
-    raise WorkflowError(explain(cause) if cause is not None else str(e)) from None
+    # Snakemake raises from jsonschema's error; turn it into one line naming the key.
+    cause = e.__cause__ or e.__context__
+    raise WorkflowError(explain(cause) if hasattr(cause, "absolute_path") else str(e)) from None
 
 RESULTS = config["results"]
 DATA = config["data_dir"]
@@ -52,3 +52,36 @@ def log_file(name):
 
 def benchmark_file(name):
     return paths.benchmark(RESULTS, name)
+
+
+# --- datasets ----------------------------------------------------------------------------
+
+TORCHVISION_DATASETS = ["mnist", "cifar10", "cifar100"]
+
+
+def dataset_input(name):
+    """Rule input for a dataset: its fetch record at the paper scale, nothing at the quick
+    scale when a bundled stand-in replaces it (reluinit.datasets.QUICK_STAND_INS)."""
+    from reluinit.datasets import QUICK_STAND_INS
+
+    if SCALE == "quick" and name in QUICK_STAND_INS:
+        return []
+    return f"{DATA}/fetched/{name}.json"
+
+
+# --- reports -----------------------------------------------------------------------------
+
+REPORT_PAPERS = [p for p in PAPERS if Path(workflow.basedir, "notebooks", f"{p}.ipynb").exists()]
+
+
+def report_files(paper):
+    return [paths.report(RESULTS, paper, "ipynb"), paths.report(RESULTS, paper, "html")]
+
+
+def paper_inputs(paper):
+    """Tables and figures of every configured experiment of ``paper``: what its notebook reads."""
+    exps = [e for e in EXPERIMENTS if experiments.paper_of(e) == paper]
+    return {
+        "tables": [paths.table(RESULTS, e) for e in exps],
+        "figures": [f for e in exps for f in figure_files(e)],
+    }

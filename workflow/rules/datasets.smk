@@ -3,19 +3,6 @@
 # and the folder to put the files in by hand. The quick scale needs none of them: it uses
 # scikit-learn's bundled digits wherever a paper uses MNIST.
 
-TORCHVISION_DATASETS = ["mnist", "cifar10", "cifar100"]
-
-
-def dataset_input(name):
-    """Rule input for a dataset: its fetch record at the paper scale, nothing at quick scale
-    when a bundled stand-in replaces it (reluinit.datasets.QUICK_STAND_INS)."""
-    from reluinit.datasets import QUICK_STAND_INS
-
-    if SCALE == "quick" and name in QUICK_STAND_INS:
-        return []
-    return f"{DATA}/fetched/{name}.json"
-
-
 rule fetch_torchvision:
     output:
         f"{DATA}/fetched/{{dataset}}.json",

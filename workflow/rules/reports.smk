@@ -1,21 +1,6 @@
 # One parameterised notebook per paper (notebooks/<PAPER>.ipynb), executed by papermill on
 # the paper's result tables and figures and exported to HTML. Notebooks only read results.
 
-REPORT_PAPERS = [p for p in PAPERS if Path(workflow.basedir, "notebooks", f"{p}.ipynb").exists()]
-
-
-def report_files(paper):
-    return [paths.report(RESULTS, paper, "ipynb"), paths.report(RESULTS, paper, "html")]
-
-
-def paper_inputs(paper):
-    exps = [e for e in EXPERIMENTS if experiments.paper_of(e) == paper]
-    return {
-        "tables": [paths.table(RESULTS, e) for e in exps],
-        "figures": [f for e in exps for f in figure_files(e)],
-    }
-
-
 rule notebook:
     input:
         unpack(lambda w: paper_inputs(w.paper)),
@@ -30,7 +15,7 @@ rule notebook:
         ),
     params:
         scale=SCALE,
-        results=RESULTS,
+        results=lambda w, output: Path(output.ipynb).parent.parent,
     log:
         log_file("reports/{paper}"),
     benchmark:
