@@ -1,0 +1,28 @@
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+
+def snakemake(*args, cwd=ROOT, timeout=900):
+    """Run Snakemake of this interpreter's environment; return the finished process."""
+    return subprocess.run(SNAKEMAKE + list(args), cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    """A private copy of the workflow (no results), so tests can edit its config and run it."""
+    dest = tmp_path / "wf"
+    dest.mkdir()
+    for name in ["Snakefile", "config.yaml", "workflow", "profiles", "notebooks", "src", "envs"]:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(src, dest / name)
+    return dest

@@ -1,0 +1,163 @@
+"""Datasets are loaded through torchvision's own classes from tiny files in its on-disk formats."""
+
+import hashlib
+import pickle
+import struct
+import time
+import zipfile
+
+import numpy as np
+import pytest
+import torch
+import torchvision
+from PIL import Image
+
+from reluinit import datasets
+
+
+def write_idx(path, array):
+    """MNIST's IDX format: big-endian magic (0x08 = ubyte, ndim), dims, then the bytes."""
+    array = np.asarray(array, dtype=np.uint8)
+    with open(path, "wb") as f:
+        f.write(struct.pack(">HBB", 0, 0x08, array.ndim))
+        f.write(struct.pack(f">{array.ndim}I", *array.shape))
+        f.write(array.tobytes())
+
+
+def make_mnist(root, n_train=12, n_test=5):
+    raw = root / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    data = {}
+    for prefix, n in [("train", n_train), ("t10k", n_test)]:
+        images = rng.integers(0, 256, (n, 28, 28))
+        labels = rng.integers(0, 10, n)
+        write_idx(raw / f"{prefix}-images-idx3-ubyte", images)
+        write_idx(raw / f"{prefix}-labels-idx1-ubyte", labels)
+        data[prefix] = (images, labels)
+    return data
+
+
+def md5(path):
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def make_cifar(root, base, n=8):
+    """Pickled batches as CIFAR-10/100 ship them, and a subclass of torchvision's class that
+    knows these files' checksums (the real ones are checked against the real archive)."""
+    folder = root / base.base_folder
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(1)
+    label_key = "labels" if base is torchvision.datasets.CIFAR10 else "fine_labels"
+    written = {}
+    for name, _ in base.train_list + base.test_list:
+        batch = {"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
+                 label_key: rng.integers(0, 10, n).tolist()}
+        (folder / name).write_bytes(pickle.dumps(batch))
+        written[name] = batch
+    meta_key = base.meta["key"]
+    (folder / base.meta["filename"]).write_bytes(pickle.dumps({meta_key: [f"c{i}" for i in range(10)]}))
+    local = type("Local" + base.__name__, (base,), {
+        "train_list": [[f, md5(folder / f)] for f, _ in base.train_list],
+        "test_list": [[f, md5(folder / f)] for f, _ in base.test_list],
+        "meta": {**base.meta, "md5": md5(folder / base.meta["filename"])},
+    })
+    return local, written, label_key
+
+
+def test_mnist_idx_files_load_through_torchvision(tmp_path):
+    data = make_mnist(tmp_path)
+    split = datasets.load("mnist", tmp_path, train=True)
+    assert split.x.shape == (12, 1, 28, 28) and split.x.dtype == torch.float32
+    assert torch.equal(split.x[:, 0] * 255, torch.tensor(data["train"][0], dtype=torch.float32))
+    assert split.y.tolist() == data["train"][1].tolist()
+    assert len(datasets.load("mnist", tmp_path, train=False).y) == 5
+    # Present on disk: fetch downloads nothing and reports the sizes.
+    assert datasets.fetch("mnist", tmp_path) == {"dataset": "mnist", "root": str(tmp_path),
+                                                 "source": "torchvision", "train": 12, "test": 5}
+
+
+@pytest.mark.parametrize("base", [torchvision.datasets.CIFAR10, torchvision.datasets.CIFAR100])
+def test_cifar_pickles_load_through_torchvision(tmp_path, monkeypatch, base):
+    local, written, label_key = make_cifar(tmp_path, base)
+    name = "cifar10" if base is torchvision.datasets.CIFAR10 else "cifar100"
+    monkeypatch.setitem(datasets.TORCHVISION, name, local)
+    train = datasets.load(name, tmp_path, train=True)
+    n_train = 8 * len(base.train_list)
+    assert train.x.shape == (n_train, 3, 32, 32)
+    first = written[base.train_list[0][0]]
+    # CIFAR rows are channel-major 32x32 planes.
+    expected = torch.tensor(first["data"][0].reshape(3, 32, 32), dtype=torch.float32) / 255
+    assert torch.equal(train.x[0], expected)
+    assert train.y[:8].tolist() == first[label_key]
+    assert len(datasets.load(name, tmp_path, train=False).y) == 8
+
+
+def test_quick_scale_uses_bundled_digits_for_mnist(tmp_path):
+    train = datasets.load("mnist", tmp_path / "nothing-here", train=True, scale="quick")
+    test = datasets.load("mnist", tmp_path / "nothing-here", train=False, scale="quick")
+    assert train.name == test.name == "digits"
+    assert train.x.shape[1:] == (1, 8, 8) and len(train.y) + len(test.y) == 1797
+    assert 0 <= train.x.min() and train.x.max() <= 1 and train.n_classes == 10
+
+
+def test_offline_fetch_fails_fast_and_says_where_to_put_files(tmp_path, monkeypatch):
+    # An address on this machine that refuses connections stands in for an unreachable mirror
+    # (the subclass keeps the name MNIST, which torchvision uses for its folder).
+    unreachable = type("MNIST", (torchvision.datasets.MNIST,), {"mirrors": ["http://127.0.0.1:9/"]})
+    monkeypatch.setitem(datasets.TORCHVISION, "mnist", unreachable)
+    start = time.monotonic()
+    with pytest.raises(datasets.DatasetUnavailable) as err:
+        datasets.fetch("mnist", tmp_path)
+    assert time.monotonic() - start < 30
+    assert "http://127.0.0.1:9/train-images-idx3-ubyte.gz" in str(err.value)
+    assert f"{tmp_path.resolve()}/MNIST/raw/" in str(err.value)
+
+
+def test_missing_dataset_names_the_fetch_rule(tmp_path):
+    with pytest.raises(datasets.DatasetUnavailable, match="fetch_cifar10"):
+        datasets.load("cifar10", tmp_path)
+
+
+def make_tiny_imagenet_zip(path):
+    """The official archive's layout, two classes, one training and one validation image each."""
+    wnids = ["n01443537", "n01629819"]
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("tiny-imagenet-200/wnids.txt", "\n".join(wnids) + "\n")
+        annotations = []
+        for i, wnid in enumerate(wnids):
+            for split_path in (f"train/{wnid}/images/{wnid}_0.JPEG", f"val/images/val_{i}.JPEG"):
+                img = Image.fromarray(np.full((64, 64, 3), 40 * (i + 1), dtype=np.uint8))
+                buf = path.parent / "img.jpg"
+                img.save(buf, format="JPEG")
+                z.write(buf, f"tiny-imagenet-200/{split_path}")
+            annotations.append(f"val_{i}.JPEG\t{wnid}\t0\t0\t63\t63")
+        z.writestr("tiny-imagenet-200/val/val_annotations.txt", "\n".join(annotations) + "\n")
+    return wnids
+
+
+def test_tiny_imagenet_fetch_verifies_and_rearranges(tmp_path):
+    archive = tmp_path / "src" / "tiny-imagenet-200.zip"
+    archive.parent.mkdir()
+    wnids = make_tiny_imagenet_zip(archive)
+    root = tmp_path / "data"
+    record = datasets.fetch_tiny_imagenet(root, url=archive.as_uri(), md5=md5(archive))
+    assert record["train"] == 2 and record["test"] == 2 and record["val_images_moved"] == 2
+    for i, wnid in enumerate(wnids):
+        assert (root / "tiny-imagenet-200" / "val" / wnid / f"val_{i}.JPEG").exists()
+    val = datasets.load("tiny_imagenet", root, train=False)
+    assert val.x.shape == (2, 3, 64, 64) and sorted(val.y.tolist()) == [0, 1]
+    # A second fetch finds everything in place.
+    again = datasets.fetch_tiny_imagenet(root, url=archive.as_uri(), md5=md5(archive))
+    assert again["val_images_moved"] == 0 and again["test"] == 2
+
+
+def test_tiny_imagenet_bad_checksum_and_offline(tmp_path):
+    archive = tmp_path / "tiny-imagenet-200.zip"
+    make_tiny_imagenet_zip(archive)
+    with pytest.raises(datasets.DatasetUnavailable, match="MD5"):
+        datasets.fetch_tiny_imagenet(tmp_path, url=archive.as_uri(), md5="0" * 32)
+    with pytest.raises(datasets.DatasetUnavailable) as err:
+        datasets.fetch_tiny_imagenet(tmp_path / "empty", url="http://127.0.0.1:9/tiny-imagenet-200.zip")
+    assert "http://127.0.0.1:9/tiny-imagenet-200.zip" in str(err.value)
+    assert str((tmp_path / "empty" / "tiny-imagenet-200.zip").resolve()) in str(err.value)

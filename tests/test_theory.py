@@ -1,0 +1,40 @@
+import math
+
+import pytest
+import torch
+
+from reluinit import theory
+from reluinit.experiments.op import gaussian_data
+from reluinit.nets import sample_mlp
+from reluinit.norms import distortion, norm_ratios
+
+
+def test_epsilon_solves_the_bound():
+    for m in (200, 500, 4000):
+        eps = theory.op_epsilon(m, 0.05)
+        assert 0 < eps < 1
+        assert theory.op_failure_probability(m, eps) == pytest.approx(0.05, rel=1e-9)
+
+
+def test_epsilon_shrinks_with_width_like_one_over_sqrt_m():
+    eps = [theory.op_epsilon(m) for m in (500, 2000, 8000)]
+    assert eps[0] > eps[1] > eps[2]
+    # For small eps the rate is 3 eps^2 / 32 (Taylor), so eps ~ sqrt(32 log(2/delta) / (3 m)).
+    m = 8000
+    assert eps[2] == pytest.approx(math.sqrt(32 * math.log(40) / (3 * m)), rel=0.05)
+
+
+def test_no_guarantee_below_the_minimum_width():
+    # op_rate(1) = 0.0618: below m = log(40) / 0.0618 ≈ 60 no eps < 1 is guaranteed.
+    assert math.isnan(theory.op_epsilon(50))
+    assert not math.isnan(theory.op_epsilon(70))
+
+
+@pytest.mark.parametrize("direction", ["act_ratio", "grad_ratio"])
+def test_lemmas_hold_on_sampled_layers(direction):
+    """The bound is valid: at most a delta fraction of inputs may exceed eps (Lemmas 2 and 5)."""
+    m, delta = 500, 0.05
+    x, y = gaussian_data(1000, 100, 10, seed=0)
+    net = sample_mlp([100, m, 10], "he_fan_out", readout=True, seed=7)
+    eps = distortion(norm_ratios(net, x, y)[direction][:, 0])
+    assert (eps > theory.op_epsilon(m, delta)).float().mean().item() <= delta

@@ -1,0 +1,106 @@
+"""The workflow through Snakemake itself: lint, dry runs at both scales and through the SLURM
+profile, config errors before any job, and a real quick-scale run of every target."""
+
+import re
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import ROOT, snakemake
+
+pytestmark = pytest.mark.workflow
+
+
+def _jobs(stdout):
+    """Job counts from a dry run's 'Job stats' table."""
+    table = stdout.split("Job stats:")[1]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
+
+
+def test_lint_is_clean():
+    run = snakemake("--lint")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "Congratulations" in run.stdout + run.stderr
+
+
+def test_paper_scale_dry_run_lists_the_catalogue_jobs():
+    run = snakemake("all", "-n", "--cores", "2")
+    assert run.returncode == 0, run.stderr
+    out = run.stdout
+    for width in (100, 500, 2000, 4060):
+        for init in ("he_fan_out", "glorot"):
+            assert f"results/OP/OP-F1/{init}-w{width}.csv" in out
+    for v in (1, 200, 500):
+        assert f"results/OP/OP-F3/v{v}.csv" in out
+    assert _jobs(out)["measure"] == 8 + 1 + 3
+
+
+def test_slurm_profile_dry_run():
+    run = snakemake("all", "-n", "--profile", "profiles/slurm")
+    assert run.returncode == 0, run.stderr
+    assert _jobs(run.stdout)["measure"] == 12
+
+
+def test_quick_scale_dry_run_is_small():
+    run = snakemake("all", "-n", "--cores", "2", "--config", "scale=quick")
+    assert run.returncode == 0, run.stderr
+    assert _jobs(run.stdout)["total"] < 30
+
+
+def test_bad_config_stops_before_any_job(workdir):
+    config = yaml.safe_load((workdir / "config.yaml").read_text())
+    del config["experiments"]["OP-F3"]["paper"]["depth"]
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    run = snakemake("all", "--cores", "1", cwd=workdir)
+    assert run.returncode != 0
+    assert "missing key 'experiments.OP-F3.paper.depth'" in run.stderr
+    assert not (workdir / "results").exists()
+    run = snakemake("op_f1", "--cores", "1", "--config", "device=gpu", cwd=workdir)
+    assert run.returncode != 0 and "key 'device' = 'gpu'" in run.stderr
+
+
+def test_quick_scale_builds_every_target(workdir):
+    run = snakemake("all", "--cores", "2", "--config", "scale=quick", cwd=workdir)
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = workdir / "results"
+    for exp in ("OP-F1", "OP-F2", "OP-F3"):
+        for ext in ("pdf", "png"):
+            assert (results / "figures" / f"{exp}.{ext}").stat().st_size > 1000
+        assert (results / "logs" / "figures" / f"{exp}.log").exists()
+    html = (results / "reports" / "OP.html").read_text()
+    assert "We see" in html and "Scale: <strong>quick</strong>" in html
+
+    f1 = pd.read_csv(results / "OP" / "OP-F1.csv")
+    assert {"experiment", "scale", "init", "width", "layer", "sample", "act_ratio", "grad_ratio",
+            "net_seed", "data_seed"} <= set(f1.columns)
+    assert (f1["scale"] == "quick").all()
+    # The acceptance trend on the table the workflow wrote.
+    means = f1.groupby(["init", "width", "layer"])[["act_ratio", "grad_ratio"]].mean()
+    widest = f1["width"].max()
+    he = means.loc[("he_fan_out", widest)]
+    assert ((he - 1).abs() < 0.10).all().all()
+    glorot = means.loc[("glorot", widest), "act_ratio"]
+    assert glorot.iloc[-1] < 0.5 * glorot.iloc[0]
+
+    # One figure again, by its short name: nothing to do, everything is up to date.
+    again = snakemake("op_f2", "--cores", "1", "--config", "scale=quick", cwd=workdir)
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+    # By path after deleting it: only that figure is rebuilt.
+    (results / "figures" / "OP-F2.png").unlink()
+    rebuilt = snakemake(str(results.relative_to(workdir) / "figures" / "OP-F2.png"),
+                        "--cores", "1", "--config", "scale=quick", cwd=workdir)
+    assert rebuilt.returncode == 0, rebuilt.stderr[-2000:]
+    assert (results / "figures" / "OP-F2.png").exists()
+    assert "rule measure" not in rebuilt.stdout + rebuilt.stderr
+
+
+def test_snakemake_report_contains_the_figures(workdir):
+    run = snakemake("op_f2", "--cores", "2", "--config", "scale=quick", cwd=workdir)
+    assert run.returncode == 0, run.stderr[-2000:]
+    rep = snakemake("op_f2", "--report", "report.zip", "--config", "scale=quick", cwd=workdir)
+    assert rep.returncode == 0, rep.stderr[-2000:]
+    import zipfile
+
+    names = zipfile.ZipFile(workdir / "report.zip").namelist()
+    assert any(n.endswith("OP-F2.png") for n in names)
