@@ -110,7 +110,8 @@ def test_offline_fetch_fails_fast_and_says_where_to_put_files(tmp_path, monkeypa
     with pytest.raises(datasets.DatasetUnavailable) as err:
         datasets.fetch("mnist", tmp_path)
     assert time.monotonic() - start < 30
-    assert "http://127.0.0.1:9/train-images-idx3-ubyte.gz" in str(err.value)
+    assert "train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz" in str(err.value)
+    assert "from http://127.0.0.1:9/" in str(err.value)
     assert f"{tmp_path.resolve()}/MNIST/raw/" in str(err.value)
 
 

@@ -34,6 +34,11 @@ def test_paper_scale_dry_run_lists_the_catalogue_jobs():
     for v in (1, 200, 500):
         assert f"results/OP/OP-F3/v{v}.csv" in out
     assert _jobs(out)["measure"] == 8 + 1 + 3
+    # Each job's message states its sizes: 2000 samples in R^500, 10 layers (20 for OP-F3).
+    f1 = re.search(r"OP-F1 \[he_fan_out-w4060\] at the paper scale.*", out).group(0)
+    assert "'n_samples': 2000, 'input_dim': 500" in f1 and "'depth': 10" in f1
+    f3 = re.search(r"OP-F3 \[v500\] at the paper scale.*", out).group(0)
+    assert "'depth': 20" in f3 and "'n_samples': 1000" in f3
 
 
 def test_slurm_profile_dry_run():

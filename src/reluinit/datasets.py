@@ -57,12 +57,15 @@ class Split:
 
 # --- fetching ------------------------------------------------------------------------------
 
-def _torchvision_sources(cls) -> tuple[list[str], str]:
-    """The URLs ``cls`` downloads from, and where under the root it wants the files."""
+def _manual_instructions(cls, root: Path) -> str:
+    """What to download by hand for torchvision's ``cls`` and where to put it under ``root``."""
     if hasattr(cls, "mirrors"):  # MNIST family: several files, several mirrors
-        urls = [m + fname for m in cls.mirrors for fname, _ in cls.resources]
-        return urls, f"{cls.__name__}/raw/ (the .gz files, or gunzipped)"
-    return [cls.url], f"./ (the archive {cls.filename}, or its extracted {cls.base_folder}/)"
+        files = ", ".join(fname for fname, _ in cls.resources)
+        mirrors = " or ".join(cls.mirrors)
+        return (f"Download {files} from {mirrors} and put them in "
+                f"{root.resolve()}/{cls.__name__}/raw/ (gzipped or not)")
+    return (f"Download {cls.url} and put it in {root.resolve()}/ (as {cls.filename}, "
+            f"or extracted as {cls.base_folder}/)")
 
 
 def fetch(name: str, root: str | Path) -> dict:
@@ -82,12 +85,8 @@ def fetch(name: str, root: str | Path) -> dict:
             try:
                 ds = _open_torchvision(cls, root, train, download=True)
             except Exception as e:  # noqa: BLE001 - any failure gets the same instructions
-                urls, where = _torchvision_sources(cls)
                 raise DatasetUnavailable(
-                    f"could not download {name}: {e}\n"
-                    f"Download it by hand from {' or '.join(urls[:2])}"
-                    f"{' (and the other files listed by torchvision)' if len(urls) > 2 else ''}"
-                    f" and put it in {root.resolve()}/{where}; then rerun."
+                    f"could not download {name}: {e}\n{_manual_instructions(cls, root)}; then rerun."
                 ) from e
             finally:
                 socket.setdefaulttimeout(previous)

@@ -16,6 +16,8 @@ rule measure:
         settings=lambda w: exp_settings(w.exp),
         scale=SCALE,
         device=config["device"],
+    message:
+        "{wildcards.exp} [{wildcards.part}] at the {params.scale} scale -> {output}; settings: {params.settings}"
     log:
         log_file("{paper}/{exp}/{part}"),
     benchmark:

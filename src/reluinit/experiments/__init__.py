@@ -67,6 +67,11 @@ def part_seed(base: int, index: int) -> int:
     return int(np.random.SeedSequence([base, index]).generate_state(1)[0] & 0x7FFFFFFF)
 
 
+def resolve_part(parts: dict[str, dict], base_seed: int, key: str) -> tuple[dict, int]:
+    """A job's kwargs and its seed, from the experiment's ``parts`` and its key."""
+    return parts[key], part_seed(base_seed, list(parts).index(key))
+
+
 def _load_all() -> None:
     # Importing a paper's module registers its experiments.
     from . import op  # noqa: F401

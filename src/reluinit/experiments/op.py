@@ -16,7 +16,7 @@ import torch
 from .. import plotting, theory
 from ..nets import resolve_device, sample_mlp
 from ..norms import distortion, norm_ratios
-from . import Experiment, part_seed, register
+from . import Experiment, part_seed, register, resolve_part
 
 INIT_LABELS = {"he_fan_out": "He", "glorot": "Glorot", "he": "He (fan-in)"}
 
@@ -54,9 +54,7 @@ def f1_parts(s: dict) -> dict[str, dict]:
 
 
 def f1_measure(s: dict, key: str, device: str = "auto") -> pd.DataFrame:
-    parts = f1_parts(s)
-    p = parts[key]
-    seed = part_seed(s["seed"], list(parts).index(key))
+    p, seed = resolve_part(f1_parts(s), s["seed"], key)
     df = _measure_net(s, [p["width"]] * s["depth"], p["init"], seed, device)
     return df.assign(width=p["width"])
 
@@ -146,9 +144,8 @@ def f3_widths(center: int, variation: int, depth: int, seed: int) -> list[int]:
 
 
 def f3_measure(s: dict, key: str, device: str = "auto") -> pd.DataFrame:
-    parts = f3_parts(s)
-    v = parts[key]["variation"]
-    seed = part_seed(s["seed"], list(parts).index(key))
+    p, seed = resolve_part(f3_parts(s), s["seed"], key)
+    v = p["variation"]
     widths = f3_widths(s["width_center"], v, s["depth"], seed)
     return _measure_net(s, widths, s["init"], seed, device).assign(variation=v)
 
