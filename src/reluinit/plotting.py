@@ -10,16 +10,20 @@ matplotlib.use("Agg")  # figures are written to files, on machines without a dis
 
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 
 def theme() -> None:
     sns.set_theme(context="paper", style="whitegrid", palette="viridis", font_scale=1.1)
 
 
-def panels(n: int, width: float = 4.2, height: float = 3.4):
-    """A row of ``n`` axes under the project theme."""
+def panels(n: int, width: float = 4.2, height: float = 3.4, integer_x: bool = False):
+    """A row of ``n`` axes under the project theme (``integer_x``: x is a layer index or a count)."""
     theme()
     fig, axes = plt.subplots(1, n, figsize=(width * n, height), squeeze=False, layout="constrained")
+    if integer_x:
+        for ax in axes[0]:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     return fig, list(axes[0])
 
 

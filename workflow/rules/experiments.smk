@@ -50,19 +50,13 @@ rule figure:
     input:
         lambda w: paths.table(RESULTS, w.exp),
     output:
-        report(
-            paths.figures(RESULTS, "{exp}")[0],
-            caption="../report/figure.rst",
-            category="figures",
-            subcategory="{exp}",
-            labels={"figure": "{exp}", "format": "pdf"},
-        ),
-        report(
+        pdf=paths.figures(RESULTS, "{exp}")[0],
+        png=report(
             paths.figures(RESULTS, "{exp}")[1],
             caption="../report/figure.rst",
             category="figures",
             subcategory="{exp}",
-            labels={"figure": "{exp}", "format": "png"},
+            labels={"figure": "{exp}"},
         ),
     params:
         settings=lambda w: exp_settings(w.exp),

@@ -8,6 +8,8 @@ initializations are compared on identical inputs.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
 import seaborn as sns
@@ -17,6 +19,8 @@ from .. import plotting, theory
 from ..nets import resolve_device, sample_mlp
 from ..norms import distortion, norm_ratios
 from . import Experiment, part_seed, register, resolve_part
+
+log = logging.getLogger(__name__)
 
 INIT_LABELS = {"he_fan_out": "He", "glorot": "Glorot", "he": "He (fan-in)"}
 
@@ -33,6 +37,8 @@ def _measure_net(s: dict, widths: list[int], init: str, net_seed: int, device: s
     x, y = gaussian_data(s["n_samples"], s["input_dim"], s["n_classes"], s["seed"])
     net = sample_mlp([s["input_dim"], *widths, s["n_classes"]], init, readout=True, seed=net_seed,
                      device=resolve_device(device))
+    log.info("%s net of %d layers (widths %d..%d, seed %d) on %s: measuring %d inputs", init, len(widths),
+             min(widths), max(widths), net_seed, net.weights[0].device, len(x))
     r = norm_ratios(net, x, y, batch_size=s["batch_size"])
     n, depth = r["act_ratio"].shape
     return pd.DataFrame({
@@ -60,7 +66,7 @@ def f1_measure(s: dict, key: str, device: str = "auto") -> pd.DataFrame:
 
 
 def f1_figure(table: pd.DataFrame, s: dict):
-    fig, axes = plotting.panels(2)
+    fig, axes = plotting.panels(2, integer_x=True)
     data = table.assign(Init=table["init"].map(INIT_LABELS), Width=table["width"].astype(str))
     for ax, col, ylabel in [
         (axes[0], "act_ratio", r"$\|h_l\| / \|x\|$"),
@@ -151,7 +157,7 @@ def f3_measure(s: dict, key: str, device: str = "auto") -> pd.DataFrame:
 
 
 def f3_figure(table: pd.DataFrame, s: dict):
-    fig, axes = plotting.panels(1, width=5.5)
+    fig, axes = plotting.panels(1, width=5.5, integer_x=True)
     data = table.assign(Variation=table["variation"].map(lambda v: f"v = {v}"))
     sns.lineplot(data=data, x="layer", y="grad_ratio", hue="Variation", errorbar="sd", marker="o",
                  ax=axes[0], palette="viridis")
