@@ -1,10 +1,13 @@
 """Datasets are loaded through torchvision's own classes from tiny files in its on-disk formats."""
 
+import gzip
 import hashlib
 import pickle
+import shutil
 import struct
 import time
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +16,8 @@ import torchvision
 from PIL import Image
 
 from reluinit import datasets
+
+DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 
 
 def write_idx(path, array):
@@ -162,3 +167,19 @@ def test_tiny_imagenet_bad_checksum_and_offline(tmp_path):
         datasets.fetch_tiny_imagenet(tmp_path / "empty", url="http://127.0.0.1:9/tiny-imagenet-200.zip")
     assert "http://127.0.0.1:9/tiny-imagenet-200.zip" in str(err.value)
     assert str((tmp_path / "empty" / "tiny-imagenet-200.zip").resolve()) in str(err.value)
+
+
+@pytest.mark.skipif(not DEBIAN_FASHION_MNIST.is_dir(),
+                    reason="Debian's dataset-fashion-mnist is not installed (.ci/run installs it as root)")
+def test_full_size_fashion_mnist_loads_through_torchvision(tmp_path):
+    """The real 70,000 images in MNIST's IDX format: the same loading path as MNIST, at full size."""
+    raw = tmp_path / "FashionMNIST" / "raw"
+    raw.mkdir(parents=True)
+    for gz in DEBIAN_FASHION_MNIST.glob("*.gz"):
+        with gzip.open(gz) as src, open(raw / gz.stem, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    train = datasets.load("fashion_mnist", tmp_path, train=True)
+    test = datasets.load("fashion_mnist", tmp_path, train=False)
+    assert train.x.shape == (60000, 1, 28, 28) and test.x.shape == (10000, 1, 28, 28)
+    assert torch.bincount(train.y).tolist() == [6000] * 10
+    assert 0.2 < train.x.mean().item() < 0.4 and train.x.max().item() == 1.0
