@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .nets import MLP
+from .nets import ACTIVATIONS, MLP
 
 
 def norm_ratios(net: MLP, x: torch.Tensor, y: torch.Tensor, batch_size: int = 1024) -> dict[str, torch.Tensor]:
@@ -31,6 +31,7 @@ def norm_ratios(net: MLP, x: torch.Tensor, y: torch.Tensor, batch_size: int = 10
     if not net.readout:
         raise ValueError("norm ratios need a net with a readout (the loss acts on it)")
     device = net.weights[0].device
+    activation = ACTIVATIONS[net.activation]
     act, grad = [], []
     for start in range(0, len(x), batch_size):
         xb = x[start:start + batch_size].to(device=device, dtype=net.weights[0].dtype)
@@ -42,7 +43,7 @@ def norm_ratios(net: MLP, x: torch.Tensor, y: torch.Tensor, batch_size: int = 10
             grads = torch.autograd.grad(loss, preacts + [logits])
         x_norm = xb.norm(dim=1, keepdim=True)
         delta_norm = grads[-1].norm(dim=1, keepdim=True)
-        h_norms = torch.stack([torch.relu(a).norm(dim=1) for a in preacts], dim=1).detach()
+        h_norms = torch.stack([activation(a).norm(dim=1) for a in preacts], dim=1).detach()
         inputs_norm = torch.cat([x_norm, h_norms[:, :-1]], dim=1)  # ‖h_{l-1}‖ for l = 1..L
         g_norms = torch.stack([g.norm(dim=1) for g in grads[:-1]], dim=1)
         act.append((h_norms / x_norm).cpu())
