@@ -14,11 +14,9 @@ def snakemake(*args, cwd=ROOT, timeout=900):
     return subprocess.run(SNAKEMAKE + list(args), cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.fixture
-def workdir(tmp_path):
-    """A private copy of the workflow (no results), so tests can edit its config and run it."""
-    dest = tmp_path / "wf"
-    dest.mkdir()
+def copy_workflow(dest: Path) -> Path:
+    """A private copy of the workflow (no results) at ``dest``, to edit its config and run it."""
+    dest.mkdir(parents=True)
     for name in ["Snakefile", "config.yaml", "workflow", "profiles", "notebooks", "src", "envs"]:
         src = ROOT / name
         if src.is_dir():
@@ -26,3 +24,8 @@ def workdir(tmp_path):
         else:
             shutil.copy(src, dest / name)
     return dest
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    return copy_workflow(tmp_path / "wf")

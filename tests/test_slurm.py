@@ -1,0 +1,127 @@
+"""The cluster path for real: the workflow through a live one-node SLURM controller.
+
+tests/slurm/cluster.sh starts the cluster (as root, from Debian's packages); without root or
+without the packages every test here is skipped with the reason. No accounting runs, so the
+plugin queries squeue (the cluster keeps finished jobs visible with a high MinJobAge).
+"""
+
+import re
+import subprocess
+import time
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import ROOT, SNAKEMAKE, copy_workflow, snakemake
+
+pytestmark = pytest.mark.slurm
+
+CLUSTER = ROOT / "tests" / "slurm" / "cluster.sh"
+# A small subset of the quick scale, one job per experiment: every rule family (measure,
+# figure, notebook) runs, in few jobs, since each SLURM job costs ~15 s of Snakemake start-up
+# and status polling.
+SUBSET = {"experiments": {
+    "OP-F1": {"quick": {"widths": [500], "inits": ["he_fan_out"], "n_samples": 100}},
+    "OP-F2": {"quick": {"widths": [500, 1000], "n_samples": 100}},
+    "OP-F3": {"quick": {"width_variations": [80], "n_samples": 100}},
+}}
+TARGETS = ["results/reports/OP.html"]
+# One thread per measurement (here and in the local run), so two jobs share the 2-CPU node.
+THREADS = ["--set-threads", "measure=1"]
+SLURM = THREADS + ["--profile", "profiles/slurm", "--slurm-status-command", "squeue", "--slurm-no-account",
+         "--slurm-keep-successful-logs", "--slurm-init-seconds-before-status-checks", "1",
+         "--seconds-between-status-checks", "1"]
+LOCAL_RULES = {"combine", "all", "op_f1", "op_f2", "op_f3"}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    up = subprocess.run(["bash", str(CLUSTER), "start"], capture_output=True, text=True, timeout=600)
+    if up.returncode != 0:
+        pytest.skip(f"no SLURM cluster here: {up.stderr.strip() or up.stdout.strip()}")
+    return up.stdout
+
+
+def _subset(workdir):
+    (workdir / "subset.yaml").write_text(yaml.safe_dump(SUBSET))
+    return ["--configfile", "subset.yaml", "--config", "scale=quick"]
+
+
+def _job_state(jobid):
+    out = subprocess.run(["scontrol", "show", "job", str(jobid)], capture_output=True, text=True).stdout
+    state = re.search(r"JobState=(\w+)", out)
+    comment = re.search(r"Comment=(\S+)", out)
+    return (state.group(1) if state else None), (comment.group(1) if comment else "")
+
+
+def _tables(workdir):
+    return {p.name: pd.read_csv(p) for p in sorted((workdir / "results" / "OP").glob("*.csv"))}
+
+
+def _run_locally(tmp_path):
+    local = copy_workflow(tmp_path / "local")
+    run = snakemake(*TARGETS, "--cores", "2", *THREADS, *_subset(local), cwd=local)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return _tables(local)
+
+
+def test_workflow_runs_through_slurm_and_matches_a_local_run(cluster, tmp_path):
+    wf = copy_workflow(tmp_path / "slurm")
+    start = time.monotonic()
+    run = snakemake(*TARGETS, *SLURM, *_subset(wf), cwd=wf, timeout=900)
+    wall = time.monotonic() - start
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-4000:]
+
+    # Every job of a rule that is not local went through SLURM, and SLURM ran it to completion.
+    submitted = dict(re.findall(r"Job (\d+) has been submitted with SLURM jobid (\d+)", out))
+    finished = dict(re.findall(r"Finished jobid: (\d+) \(Rule: (\w+)\)", out))
+    remote = {job: rule for job, rule in finished.items() if rule not in LOCAL_RULES}
+    assert {"measure", "figure", "notebook"} <= set(remote.values())
+    assert set(remote) == set(submitted), (finished, submitted)
+    for job, slurm_id in submitted.items():
+        state, comment = _job_state(slurm_id)
+        assert state == "COMPLETED", (remote[job], slurm_id, state)
+        assert f"rule_{remote[job]}" in comment
+        assert list(wf.glob(f".snakemake/slurm_logs/rule_{remote[job]}/**/{slurm_id}.log"))
+    print(f"\nSLURM run: {len(submitted)} SLURM jobs, {wall:.0f} s wall time")
+
+    # Same numbers as a local run of the same targets.
+    local = _run_locally(tmp_path)
+    remote_tables = _tables(wf)
+    assert set(remote_tables) == set(local) == {"OP-F1.csv", "OP-F2.csv", "OP-F3.csv"}
+    for name in local:
+        pd.testing.assert_frame_equal(remote_tables[name], local[name], check_exact=True)
+    assert (wf / "results" / "reports" / "OP.html").stat().st_size > 10_000
+
+
+def test_a_cancelled_job_is_resubmitted_and_finishes(cluster, tmp_path):
+    """Preemption: scancel a running job; the profile's retry resubmits it and the result is
+    the same as an uninterrupted run. (Checkpoint resume is tested once training exists.)"""
+    wf = copy_workflow(tmp_path / "slurm")
+    target = "results/OP/OP-F1/he_fan_out-w500.csv"
+    cmd = SNAKEMAKE + [target, *SLURM, *_subset(wf)]
+    proc = subprocess.Popen(cmd, cwd=wf, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    cancelled = None
+    deadline = time.monotonic() + 120
+    while cancelled is None and time.monotonic() < deadline and proc.poll() is None:
+        queue = subprocess.run(["squeue", "-h", "-o", "%i %T %k"], capture_output=True, text=True).stdout
+        for line in queue.splitlines():
+            jobid, state, comment = (line.split() + ["", ""])[:3]
+            if state == "RUNNING" and "rule_measure" in comment:
+                subprocess.run(["scancel", jobid], check=True)
+                cancelled = jobid
+                break
+        time.sleep(0.2)
+    out, _ = proc.communicate(timeout=600)
+    assert cancelled, "the job never ran: " + out[-2000:]
+    assert proc.returncode == 0, out[-4000:]
+    jobids = re.findall(r"submitted with SLURM jobid (\d+)", out)
+    assert cancelled in jobids and len(jobids) == 2, jobids
+    assert _job_state(cancelled)[0] == "CANCELLED"
+
+    reference = copy_workflow(tmp_path / "reference")
+    run = snakemake(target, "--cores", "2", *THREADS, *_subset(reference), cwd=reference)
+    assert run.returncode == 0, run.stderr[-2000:]
+    pd.testing.assert_frame_equal(pd.read_csv(wf / target), pd.read_csv(reference / target), check_exact=True)
