@@ -35,12 +35,21 @@ SLURM = THREADS + ["--profile", "profiles/slurm", "--slurm-status-command", "squ
 LOCAL_RULES = {"combine", "all", "op_f1", "op_f2", "op_f3"}
 
 
+def _cluster(command):
+    return subprocess.run(["bash", str(CLUSTER), command], capture_output=True, text=True, timeout=600)
+
+
 @pytest.fixture(scope="module")
 def cluster():
-    up = subprocess.run(["bash", str(CLUSTER), "start"], capture_output=True, text=True, timeout=600)
+    """A running cluster: the one .ci/run started, or one started (and stopped) here."""
+    if _cluster("status").returncode == 0:
+        yield
+        return
+    up = _cluster("start")
     if up.returncode != 0:
         pytest.skip(f"no SLURM cluster here: {up.stderr.strip() or up.stdout.strip()}")
-    return up.stdout
+    yield
+    _cluster("stop")
 
 
 def _subset(workdir):
