@@ -1,0 +1,252 @@
+"""Exact linear-region geometry of piecewise-linear nets: lines, planes, boundary distances.
+
+Everything here is exact up to floating point (float64 recommended): nothing is sampled.
+
+* ``split_lines``: every straight line ``x(t) = x0 + t (x1 - x0)`` is cut at each point where
+  some neuron's pre-activation crosses a kink of the activation (0 for ReLU, ±1 for hard-tanh),
+  layer by layer, carrying the affine map of ``t`` on each interval. Batched over lines.
+* ``plane_regions``: a square in the plane through three points is cut into convex polygons by
+  every neuron's (bent) hyperplane, layer by layer.
+* ``boundary_distance``: distance from points to the boundary of their activation region.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .nets import ACTIVATIONS, MLP
+
+# Pre-activation values where each activation's slope changes.
+KINKS = {"relu": (0.0,), "hardtanh": (-1.0, 1.0), "linear": ()}
+
+
+def _codes(z: torch.Tensor, activation: str) -> torch.Tensor:
+    """Which linear piece of the activation each pre-activation is on (an int8 per neuron)."""
+    code = torch.zeros_like(z, dtype=torch.int8)
+    for theta in KINKS[activation]:
+        code += (z > theta).to(torch.int8)
+    return code
+
+
+def _slope(code: torch.Tensor, activation: str, dtype) -> torch.Tensor:
+    """The activation's slope on each neuron's piece."""
+    if activation == "relu":
+        return code.to(dtype)
+    if activation == "hardtanh":
+        return (code == 1).to(dtype)
+    if activation == "linear":
+        return torch.ones_like(code, dtype=dtype)
+    raise ValueError(f"{activation!r} is not piecewise linear")
+
+
+def _post(a: torch.Tensor, b: torch.Tensor, code: torch.Tensor, activation: str):
+    """Affine map ``a + b t`` of the activations, given each neuron's piece. ``b`` may carry one
+    more trailing dimension than ``a`` (several input directions)."""
+    slope = _slope(code, activation, a.dtype)
+    shift = (code == 2).to(a.dtype) - (code == 0).to(a.dtype) if activation == "hardtanh" else 0.0
+    return a * slope + shift, b * (slope if b.dim() == a.dim() else slope[..., None])
+
+
+@dataclass
+class LineSplit:
+    """Intervals ``[t0, t1]`` of many lines on each of which the net is one affine map of ``t``."""
+
+    line: torch.Tensor  # [K] which line each interval belongs to (intervals sorted by line, t)
+    t0: torch.Tensor  # [K]
+    t1: torch.Tensor  # [K]
+    pattern: torch.Tensor  # [K, n_neurons] int8, every hidden neuron's piece
+    out_a: torch.Tensor  # [K, n_out] output = out_a + t * out_b on the interval
+    out_b: torch.Tensor
+    n_lines: int
+
+    def breakpoints(self) -> torch.Tensor:
+        """Interior cut points of each interval's left end (the first interval of a line excluded)."""
+        same = self.line[1:] == self.line[:-1]
+        return self.t0[1:][same]
+
+    def regions(self) -> torch.Tensor:
+        """Distinct activation patterns along each line: [n_lines]. (Activation regions are
+        convex, so a line meets each at most once, in one interval.)"""
+        return self._count(torch.any(self.pattern[1:] != self.pattern[:-1], dim=1))
+
+    def pieces(self, rtol: float = 1e-9) -> torch.Tensor:
+        """Linear pieces of the output along each line: adjacent intervals with the same slope
+        (the map is continuous, so the same affine map) are merged. [n_lines]"""
+        scale = self.out_b.abs().amax(dim=1, keepdim=True).clamp_min(1e-300)
+        differs = ((self.out_b[1:] - self.out_b[:-1]).abs() > rtol * torch.maximum(scale[1:], scale[:-1])).any(dim=1)
+        return self._count(differs)
+
+    def _count(self, changes: torch.Tensor) -> torch.Tensor:
+        same_line = self.line[1:] == self.line[:-1]
+        counts = torch.ones(self.n_lines, dtype=torch.long, device=self.line.device)
+        counts.index_add_(0, self.line[1:], (changes & same_line).long())
+        return counts
+
+
+def split_lines(net: MLP, x0: torch.Tensor, x1: torch.Tensor, t_min: float = 0.0, t_max: float = 1.0) -> LineSplit:
+    """Split the lines from ``x0[i]`` to ``x1[i]`` (``[L, n_0]``) on ``[t_min, t_max]`` exactly."""
+    kinks = KINKS[net.activation]
+    dtype, device = net.weights[0].dtype, net.weights[0].device
+    x0 = x0.to(device=device, dtype=dtype)
+    x1 = x1.to(device=device, dtype=dtype)
+    n_lines = len(x0)
+    line = torch.arange(n_lines, device=device)
+    t0 = torch.full((n_lines,), float(t_min), dtype=dtype, device=device)
+    t1 = torch.full((n_lines,), float(t_max), dtype=dtype, device=device)
+    a, b = x0, x1 - x0
+    patterns = []
+    weights = net.effective_weights()
+    for l, (w, c) in enumerate(zip(weights, net.biases)):
+        za, zb = torch.addmm(c, a, w.T), b @ w.T
+        if net.readout and l == len(weights) - 1:
+            a, b = za, zb
+            break
+        # Every crossing of a kink strictly inside an interval is a new cut.
+        roots = torch.cat([(theta - za) / zb for theta in kinks], dim=1) if kinks else za[:, :0]
+        inside = (roots > t0[:, None]) & (roots < t1[:, None])
+        k_idx, _ = inside.nonzero(as_tuple=True)
+        pts_k = torch.cat([torch.arange(len(t0), device=device), k_idx, torch.arange(len(t0), device=device)])
+        pts_t = torch.cat([t0, roots[inside], t1])
+        order = torch.argsort(pts_t, stable=True)
+        order = order[torch.argsort(pts_k[order], stable=True)]
+        sk, st = pts_k[order], pts_t[order]
+        keep = (sk[1:] == sk[:-1]) & (st[1:] > st[:-1])
+        k_new = sk[:-1][keep]
+        t0, t1 = st[:-1][keep], st[1:][keep]
+        line, za, zb = line[k_new], za[k_new], zb[k_new]
+        patterns = [p[k_new] for p in patterns]
+        code = _codes(za + 0.5 * (t0 + t1)[:, None] * zb, net.activation)
+        patterns.append(code)
+        a, b = _post(za, zb, code, net.activation)
+    pattern = torch.cat(patterns, dim=1) if patterns else torch.zeros(len(t0), 0, dtype=torch.int8, device=device)
+    return LineSplit(line, t0, t1, pattern, a, b, n_lines)
+
+
+def activation_pattern(net: MLP, x: torch.Tensor) -> torch.Tensor:
+    """Every hidden neuron's piece at each point ``x [P, n_0]``: ``[P, n_neurons]`` int8."""
+    preacts, _ = net.forward(x.to(net.weights[0]))
+    return torch.cat([_codes(z, net.activation) for z in preacts], dim=1)
+
+
+# --- boundary distance ---------------------------------------------------------------------
+
+def boundary_distance(net: MLP, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Distance from each point to the boundary of its activation region, exactly.
+
+    Inside a region every pre-activation is an affine function ``z_i(x)`` of the input, and the
+    region is the convex polytope where each stays on its side of its kinks; the distance to its
+    boundary is therefore ``min_i |z_i(x) - kink| / ‖∇z_i‖``. Returns the distance ``[P]``, the
+    index of the nearest neuron ``[P]`` and its unit normal pointing towards that boundary
+    ``[P, n_0]``.
+    """
+    x = x.to(net.weights[0])
+    n0 = x.shape[1]
+    h = x
+    jac = torch.eye(n0, dtype=x.dtype, device=x.device).expand(len(x), n0, n0)  # ∂h/∂x
+    dists, normals = [], []
+    hidden = list(zip(net.effective_weights(), net.biases))[: net.n_hidden]
+    for w, c in hidden:
+        z = torch.addmm(c, h, w.T)
+        gz = torch.einsum("ij,pjk->pik", w, jac)  # ∂z/∂x, [P, n, n0]
+        gnorm = gz.norm(dim=2)
+        kinks = torch.tensor(KINKS[net.activation], dtype=x.dtype, device=x.device)
+        gap = z[:, :, None] - kinks  # signed distance in z to each kink
+        nearest = gap.abs().argmin(dim=2, keepdim=True)
+        gap = gap.gather(2, nearest).squeeze(2)
+        d = torch.where(gnorm > 0, gap.abs() / gnorm, torch.full_like(gnorm, float("inf")))
+        dists.append(d)
+        normals.append(-torch.sign(gap)[:, :, None] * gz / gnorm.clamp_min(1e-300)[:, :, None])
+        h = ACTIVATIONS[net.activation](z)
+        jac = _slope(_codes(z, net.activation), net.activation, x.dtype)[:, :, None] * gz
+    d = torch.cat(dists, dim=1)
+    dist, idx = d.min(dim=1)
+    normal = torch.cat(normals, dim=1)[torch.arange(len(x)), idx]
+    return dist, idx, normal
+
+
+# --- 2-D planes ------------------------------------------------------------------------------
+
+@dataclass
+class Polygon:
+    vertices: np.ndarray  # [m, 2] (u, v) coordinates in the plane, counter-clockwise
+    pattern: np.ndarray  # int8 per hidden neuron so far
+    bounded: bool  # False when it touches the square's edge (may extend beyond it)
+
+    @property
+    def area(self) -> float:
+        u, v = self.vertices[:, 0], self.vertices[:, 1]
+        return 0.5 * float(np.dot(u, np.roll(v, -1)) - np.dot(v, np.roll(u, -1)))
+
+
+def _clip(vertices: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Split a convex polygon along the zero line of an affine function given at its vertices."""
+    below, above = [], []
+    m = len(vertices)
+    for i in range(m):
+        p, q = vertices[i], vertices[(i + 1) % m]
+        fp, fq = values[i], values[(i + 1) % m]
+        (below if fp <= 0 else above).append(p)
+        if fp * fq < 0:
+            r = p + (fp / (fp - fq)) * (q - p)
+            below.append(r)
+            above.append(r)
+    return np.array(below), np.array(above)
+
+
+def plane_regions(net: MLP, origin, e1, e2, half_side: float, layers: int | None = None) -> list[list[Polygon]]:
+    """Partition the square ``|u|, |v| <= half_side`` of the plane ``origin + u e1 + v e2`` into
+    the regions of the first 1, 2, ... hidden layers. Returns one list of polygons per layer."""
+    to_np = lambda t: np.asarray(t.detach().cpu().double() if torch.is_tensor(t) else t, dtype=float)  # noqa: E731
+    o, e1, e2 = to_np(origin), to_np(e1), to_np(e2)
+    s = float(half_side)
+    square = np.array([[-s, -s], [s, -s], [s, s], [-s, s]])
+    # Each polygon carries the affine map (a, B) of its current activations: h = a + B @ (u, v).
+    polys = [(square, np.zeros(0, dtype=np.int8), o, np.stack([e1, e2], axis=1))]
+    kinks = KINKS[net.activation]
+    out = []
+    hidden = list(zip(net.effective_weights(), net.biases))[: net.n_hidden]
+    for w, c in hidden[: layers or len(hidden)]:
+        w, c = to_np(w), to_np(c)
+        pieces = []
+        for verts, pattern, a, bmat in polys:
+            za, zb = w @ a + c, w @ bmat  # z = za + zb @ (u, v)
+            cells = [verts]
+            for j in range(len(za)):
+                for theta in kinks:
+                    nxt = []
+                    for cell in cells:
+                        vals = za[j] - theta + cell @ zb[j]
+                        if vals.min() < 0 < vals.max():
+                            lo, hi = _clip(cell, vals)
+                            nxt += [p for p in (lo, hi) if len(p) >= 3]
+                        else:
+                            nxt.append(cell)
+                    cells = nxt
+            for cell in cells:
+                code = _codes(torch.from_numpy(za + zb @ cell.mean(axis=0)), net.activation)
+                ha, hb = _post(torch.from_numpy(za), torch.from_numpy(zb), code, net.activation)
+                pieces.append((cell, np.concatenate([pattern, code.numpy()]), ha.numpy(), hb.numpy()))
+        polys = pieces
+        out.append([Polygon(v, p, bounded=not np.any(np.isclose(np.abs(v), s).any(axis=1))) for v, p, _, _ in polys])
+    return out
+
+
+# --- Telgarsky's sawtooth ----------------------------------------------------------------------
+
+def sawtooth(n: int, noise: float = 0.0, seed: int = 0, dtype=torch.float64) -> MLP:
+    """n tent maps T(x) = 2 ReLU(x) - 4 ReLU(x - 1/2) composed: 2^n linear pieces on [0, 1].
+
+    Each layer has two ReLUs; the combination 2 h_1 - 4 h_2 is folded into the next layer's
+    weights and the readout. ``noise`` adds N(0, noise^2) to every weight and bias.
+    """
+    comb = torch.tensor([[2.0, -4.0]], dtype=dtype)
+    weights = [torch.ones(2, 1, dtype=dtype)] + [comb.repeat(2, 1) for _ in range(n - 1)] + [comb.clone()]
+    biases = [torch.tensor([0.0, -0.5], dtype=dtype) for _ in range(n)] + [torch.zeros(1, dtype=dtype)]
+    if noise:
+        gen = torch.Generator().manual_seed(seed)
+        weights = [w + noise * torch.randn(w.shape, generator=gen, dtype=dtype) for w in weights]
+        biases = [b + noise * torch.randn(b.shape, generator=gen, dtype=dtype) for b in biases]
+    return MLP(weights, biases, activation="relu", readout=True)

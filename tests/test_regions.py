@@ -1,0 +1,81 @@
+"""Exact region geometry checked against brute force: dense sampling, areas, perturbations."""
+
+import numpy as np
+import pytest
+import torch
+
+from reluinit.nets import sample_mlp
+from reluinit.regions import activation_pattern, boundary_distance, plane_regions, sawtooth, split_lines
+
+F64 = torch.float64
+
+
+def _lines(n_lines, dim, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n_lines, dim, generator=g, dtype=F64), torch.randn(n_lines, dim, generator=g, dtype=F64)
+
+
+@pytest.mark.parametrize("activation", ["relu", "hardtanh"])
+def test_line_regions_equal_dense_sampling(activation):
+    net = sample_mlp([3, 6, 6, 6], "he", activation=activation, bias_std=0.3, seed=0, dtype=F64)
+    x0, x1 = _lines(6, 3, seed=1)
+    split = split_lines(net, x0, x1)
+    regions = split.regions()
+    for i in range(len(x0)):
+        cuts = torch.sort(torch.cat([torch.tensor([0.0, 1.0], dtype=F64), split.t0[split.line == i]]))[0]
+        gap = torch.diff(torch.unique(cuts)).min().item()
+        n = int(4 / gap) + 2  # several samples between any two breakpoints
+        t = torch.linspace(0, 1, n, dtype=F64)
+        patterns = activation_pattern(net, x0[i] + t[:, None] * (x1[i] - x0[i]))
+        assert torch.unique(patterns, dim=0).shape[0] == regions[i].item()
+
+
+def test_pieces_merge_intervals_with_the_same_affine_map():
+    # A dead second layer makes the output constant: many regions, one linear piece.
+    net = sample_mlp([2, 8, 3, 1], "he", readout=True, bias_std=0.3, seed=3, dtype=F64)
+    net.biases[1] = torch.full((3,), -100.0, dtype=F64)
+    split = split_lines(net, *_lines(4, 2, seed=2))
+    assert (split.regions() > 1).any()
+    assert (split.pieces() == 1).all()
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 8, 10])
+def test_sawtooth_has_exactly_two_to_the_n_pieces(n):
+    split = split_lines(sawtooth(n), torch.zeros(1, 1, dtype=F64), torch.ones(1, 1, dtype=F64))
+    assert split.pieces().item() == 2 ** n
+    # Noise breaks the construction: the count moves off 2^n.
+    noisy = split_lines(sawtooth(n, noise=0.1, seed=1), torch.zeros(1, 1, dtype=F64), torch.ones(1, 1, dtype=F64))
+    if n >= 5:
+        assert noisy.pieces().item() < 2 ** n
+
+
+def test_plane_polygons_tile_the_square_and_share_one_pattern():
+    net = sample_mlp([2, 6, 6, 6, 1], "he", readout=True, bias_std=0.3, seed=2, dtype=F64)
+    layers = plane_regions(net, np.zeros(2), np.array([1.0, 0.0]), np.array([0.0, 1.0]), half_side=2.0)
+    assert [len(layer) for layer in layers] == sorted(len(layer) for layer in layers)
+    rng = np.random.default_rng(0)
+    for depth, polygons in enumerate(layers, start=1):
+        assert sum(p.area for p in polygons) == pytest.approx(16.0, rel=1e-12)
+        assert all(p.area > 0 for p in polygons)
+        assert len({p.pattern.tobytes() for p in polygons}) == len(polygons)
+    # Interior points of every final polygon have the polygon's pattern.
+    for poly in layers[-1]:
+        centre = poly.vertices.mean(axis=0)
+        weights = rng.dirichlet(np.ones(len(poly.vertices)), size=5)
+        points = 0.999 * (weights @ poly.vertices) + 0.001 * centre
+        patterns = activation_pattern(net, torch.tensor(points))
+        assert (patterns.numpy() == poly.pattern).all()
+
+
+def test_boundary_distance_is_exact():
+    net = sample_mlp([4, 8, 8, 8, 1], "he", readout=True, bias_std=0.3, seed=1, dtype=F64)
+    x = torch.randn(300, 4, generator=torch.Generator().manual_seed(0), dtype=F64)
+    d, _, normal = boundary_distance(net, x)
+    before = activation_pattern(net, x)
+    assert (activation_pattern(net, x + (1 - 1e-6) * d[:, None] * normal) == before).all()
+    assert (activation_pattern(net, x + (1 + 1e-6) * d[:, None] * normal) != before).any(dim=1).all()
+    g = torch.Generator().manual_seed(1)
+    for _ in range(20):
+        u = torch.randn(300, 4, generator=g, dtype=F64)
+        u /= u.norm(dim=1, keepdim=True)
+        assert (activation_pattern(net, x + (1 - 1e-6) * d[:, None] * u) == before).all()
