@@ -8,6 +8,14 @@ import pytest
 import yaml
 
 from conftest import ROOT, snakemake
+from reluinit import experiments
+from reluinit.config import settings
+
+CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
+
+
+def _n_parts(scale):
+    return sum(len(experiments.get(e).parts(settings(CONFIG, e, scale))) for e in CONFIG["experiments"])
 
 pytestmark = pytest.mark.workflow
 
@@ -24,8 +32,8 @@ def test_lint_is_clean():
     assert "Congratulations" in run.stdout + run.stderr
 
 
-def test_paper_scale_dry_run_lists_the_catalogue_jobs():
-    run = snakemake("all", "-n", "--cores", "2")
+def test_paper_scale_dry_run_lists_the_catalogue_jobs(workdir):
+    run = snakemake("all", "-n", "--cores", "2", cwd=workdir)
     assert run.returncode == 0, run.stderr
     out = run.stdout
     for width in (100, 500, 2000, 4060):
@@ -33,7 +41,8 @@ def test_paper_scale_dry_run_lists_the_catalogue_jobs():
             assert f"results/OP/OP-F1/{init}-w{width}.csv" in out
     for v in (1, 200, 500):
         assert f"results/OP/OP-F3/v{v}.csv" in out
-    assert _jobs(out)["measure"] == 8 + 1 + 3
+    assert _jobs(out)["measure"] == _n_parts("paper")
+    assert sum(f"results/OP/OP-F{i}/" in line for line in out.splitlines() for i in (1, 2, 3)) >= 8 + 1 + 3
     # Each job's message states its sizes: 2000 samples in R^500, 10 layers (20 for OP-F3).
     f1 = re.search(r"OP-F1 \[he_fan_out-w4060\] at the paper scale.*", out).group(0)
     assert "'n_samples': 2000, 'input_dim': 500" in f1 and "'depth': 10" in f1
@@ -41,16 +50,17 @@ def test_paper_scale_dry_run_lists_the_catalogue_jobs():
     assert "'depth': 20" in f3 and "'n_samples': 1000" in f3
 
 
-def test_slurm_profile_dry_run():
-    run = snakemake("all", "-n", "--profile", "profiles/slurm")
+def test_slurm_profile_dry_run(workdir):
+    run = snakemake("all", "-n", "--profile", "profiles/slurm", cwd=workdir)
     assert run.returncode == 0, run.stderr
-    assert _jobs(run.stdout)["measure"] == 12
+    assert _jobs(run.stdout)["measure"] == _n_parts("paper")
 
 
-def test_quick_scale_dry_run_is_small():
-    run = snakemake("all", "-n", "--cores", "2", "--config", "scale=quick")
+def test_quick_scale_dry_run_is_small(workdir):
+    run = snakemake("all", "-n", "--cores", "2", "--config", "scale=quick", cwd=workdir)
     assert run.returncode == 0, run.stderr
-    assert _jobs(run.stdout)["total"] < 30
+    jobs = _jobs(run.stdout)
+    assert jobs["measure"] == _n_parts("quick") and jobs["total"] < 60  # tens of jobs, not hundreds
 
 
 def test_bad_config_stops_before_any_job(workdir):
@@ -69,7 +79,7 @@ def test_quick_scale_builds_every_target(workdir):
     run = snakemake("all", "--cores", "2", "--config", "scale=quick", cwd=workdir)
     assert run.returncode == 0, run.stderr[-3000:]
     results = workdir / "results"
-    for exp in ("OP-F1", "OP-F2", "OP-F3"):
+    for exp in CONFIG["experiments"]:
         for ext in ("pdf", "png"):
             assert (results / "figures" / f"{exp}.{ext}").stat().st_size > 1000
         assert (results / "logs" / "figures" / f"{exp}.log").exists()

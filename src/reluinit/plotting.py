@@ -10,6 +10,8 @@ matplotlib.use("Agg")  # figures are written to files, on machines without a dis
 
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.collections import PolyCollection  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 
@@ -33,3 +35,15 @@ def save(fig, paths: list[str | Path]) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=150)
     plt.close(fig)
+
+
+def polygons(ax, vertices, seed: int = 0) -> None:
+    """Fill the regions given as vertex rows (columns region, u, v, in order), one random colour
+    each, with thin edges: a picture of a partition of the plane."""
+    shapes = [g[["u", "v"]].to_numpy() for _, g in vertices.groupby("region", sort=True)]
+    colours = np.random.default_rng(seed).uniform(0.25, 0.95, size=(len(shapes), 3))
+    ax.add_collection(PolyCollection(shapes, facecolors=colours, edgecolors="k", linewidths=0.3))
+    ax.set_xlim(vertices["u"].min(), vertices["u"].max())
+    ax.set_ylim(vertices["v"].min(), vertices["v"].max())
+    ax.set_aspect("equal")
+    ax.grid(False)
