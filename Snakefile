@@ -8,6 +8,7 @@ configfile: "config.yaml"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/datasets.smk"
+include: "workflow/rules/training.smk"
 include: "workflow/rules/experiments.smk"
 include: "workflow/rules/reports.smk"
 

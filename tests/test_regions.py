@@ -79,3 +79,19 @@ def test_boundary_distance_is_exact():
         u = torch.randn(300, 4, generator=g, dtype=F64)
         u /= u.norm(dim=1, keepdim=True)
         assert (activation_pattern(net, x + (1 - 1e-6) * d[:, None] * u) == before).all()
+
+
+def test_data_plane_is_centred_on_the_circumcentre():
+    from reluinit.experiments.lr import data_plane
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(30, 10, generator=g, dtype=F64)
+    y = torch.arange(30) % 3
+    centre, e1, e2, half, corners = data_plane(x, y, scale=1.25)
+    pts = [x[(y == d).nonzero()[0, 0]].numpy() for d in (0, 1, 2)]
+    radii = [np.linalg.norm(p - centre) for p in pts]
+    assert np.allclose(radii, radii[0]) and half == pytest.approx(1.25 * radii[0])
+    assert abs(np.dot(e1, e2)) < 1e-12 and np.isclose(np.linalg.norm(e1), 1) and np.isclose(np.linalg.norm(e2), 1)
+    # The three points lie in the plane: their in-plane coordinates reproduce them.
+    for p, (u, v) in zip(pts, corners):
+        assert np.allclose(centre + u * e1 + v * e2, p)

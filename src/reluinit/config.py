@@ -17,7 +17,19 @@ def settings(config: dict, exp_id: str, scale: str | None = None) -> dict:
     ``paper`` holds every setting; ``quick`` lists only what it shrinks, over ``paper``.
     """
     scale = scale or config["scale"]
-    block = config["experiments"][exp_id]
+    merged = _at_scale(config["experiments"][exp_id], scale)
+    if "training" in merged:  # the trained nets it measures: that spec's settings, same scale
+        merged["train"] = training_settings(config, merged["training"], scale)
+    return merged
+
+
+def training_settings(config: dict, spec: str, scale: str | None = None) -> dict:
+    """A training spec's settings at ``scale``, with the data directory and scale it loads from."""
+    scale = scale or config["scale"]
+    return {**_at_scale(config["training"][spec], scale), "data_dir": config["data_dir"], "scale": scale}
+
+
+def _at_scale(block: dict, scale: str) -> dict:
     merged = dict(block["paper"])
     if scale != "paper":
         merged.update(block.get(scale) or {})

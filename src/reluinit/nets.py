@@ -87,6 +87,16 @@ class MLP:
         return preacts, h
 
 
+def parse_arch(arch: str) -> list[int]:
+    """Hidden widths from a name like ``"d4w16"`` (depth 4, width 16)."""
+    import re
+
+    m = re.fullmatch(r"d(\d+)w(\d+)", arch)
+    if not m:
+        raise ValueError(f"architecture {arch!r} is not of the form d<depth>w<width>")
+    return [int(m.group(2))] * int(m.group(1))
+
+
 def sample_mlp(
     widths: list[int],
     init: str = "he",

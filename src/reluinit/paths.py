@@ -7,6 +7,7 @@ arguments may be Snakemake wildcards (``"{exp}"``); pass ``paper`` explicitly th
     results/<PAPER>/<ID>/<part>.csv     one job's rows
     results/figures/<ID>.pdf|.png       the catalogue figure
     results/reports/<PAPER>.ipynb|.html executed notebook of one paper
+    results/trained/<spec>/<arch>-run<r>.pt checkpoints of one trained net
     results/logs/..., results/benchmarks/...
 """
 
@@ -25,6 +26,10 @@ def part(results: str, exp: str, key: str, paper: str | None = None) -> str:
 
 def figures(results: str, exp: str) -> list[str]:
     return [f"{results}/figures/{exp}.pdf", f"{results}/figures/{exp}.png"]
+
+
+def trained(results: str, spec: str, arch: str, run) -> str:
+    return f"{results}/trained/{spec}/{arch}-run{run}.pt"
 
 
 def report(results: str, paper: str, ext: str) -> str:

@@ -17,7 +17,7 @@ from reluinit import workflow_env  # noqa: E402
 workflow_env.export(_SRC)
 
 from reluinit import experiments, paths  # noqa: E402
-from reluinit.config import explain, settings  # noqa: E402
+from reluinit.config import explain, settings, training_settings  # noqa: E402
 
 try:
     validate(config, "../schemas/config.schema.yaml")
@@ -36,6 +36,16 @@ PAPERS = sorted({experiments.paper_of(e) for e in EXPERIMENTS})
 def exp_settings(exp):
     """The experiment's settings at the configured scale."""
     return settings(config, exp)
+
+
+def train_settings(spec):
+    return training_settings(config, spec)
+
+
+def trained_inputs(w):
+    """Checkpoint files a measurement job reads (none for experiments on random nets)."""
+    trained = experiments.get(w.exp).trained(exp_settings(w.exp), w.part)
+    return [paths.trained(RESULTS, *t) for t in trained]
 
 
 def part_keys(exp):

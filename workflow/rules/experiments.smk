@@ -10,6 +10,8 @@ wildcard_constraints:
 
 
 rule measure:
+    input:
+        trained_inputs,
     output:
         paths.part(RESULTS, "{exp}", "{part}", paper="{paper}"),
     params:

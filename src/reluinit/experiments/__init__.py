@@ -5,7 +5,9 @@ figures. The workflow is generic over this interface, so adding an experiment me
 these four functions, registering them here, and adding a config block and a rule line:
 
 * ``parts(settings) -> {key: kwargs}``: independent jobs (one Snakemake job each),
-* ``measure(settings, key, device) -> DataFrame``: one job's rows, one row per measurement,
+* ``measure(settings, key, device, inputs) -> DataFrame``: one job's rows, one row per
+  measurement; ``inputs`` are the files ``trained(settings, key)`` names, in that order,
+* ``trained(settings, key) -> [(spec, arch, run)]`` (optional): the trained nets a job reads,
 * ``figure(table, settings) -> Figure``: the catalogue figure from the combined table,
 * ``summary(table) -> DataFrame``: the numbers a reader compares with the paper.
 """
@@ -32,9 +34,10 @@ PAPERS = {
 class Experiment:
     id: str
     parts: Callable[[dict], dict[str, dict]]
-    measure: Callable[[dict, str, str], pd.DataFrame]
+    measure: Callable[..., pd.DataFrame]
     figure: Callable[[pd.DataFrame, dict], object]
     summary: Callable[[pd.DataFrame], pd.DataFrame]
+    trained: Callable[[dict, str], list[tuple[str, str, int]]] = lambda settings, key: []
 
     @property
     def paper(self) -> str:

@@ -1,7 +1,5 @@
-"""LR: exact linear regions of ReLU nets at initialization (LR-F1, LR-F2, LR-F3, LR-F4).
-
-The trained-network experiments of LR (F5-F8) come with the training engine.
-"""
+"""LR: exact linear regions of ReLU nets, at initialization (LR-F1..F4) and through training
+(LR-F5..F8, measured on the checkpoints of the `train` rule)."""
 
 from __future__ import annotations
 
@@ -12,9 +10,9 @@ import pandas as pd
 import seaborn as sns
 import torch
 
-from .. import plotting
-from ..nets import sample_mlp
-from ..regions import plane_regions, sawtooth, split_lines
+from .. import datasets, plotting, training
+from ..nets import resolve_device, sample_mlp
+from ..regions import boundary_distance, plane_regions, sawtooth, split_lines
 from . import Experiment, register, resolve_part
 
 log = logging.getLogger(__name__)
@@ -31,7 +29,7 @@ def plane_parts(s: dict) -> dict[str, dict]:
     return {f"net{i}": {} for i in range(s["n_nets"])}
 
 
-def plane_measure(s: dict, key: str, device: str = "auto") -> pd.DataFrame:
+def plane_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
     """One row per polygon vertex: the exact partition of ``[-r, r]^2`` after each hidden layer."""
     _, seed = resolve_part(plane_parts(s), s["seed"], key)
     net = _net(s, 2, seed)
@@ -83,7 +81,7 @@ def f3_parts(s: dict) -> dict[str, dict]:
     return {"all": {}}
 
 
-def f3_measure(s: dict, key: str, device: str = "auto") -> pd.DataFrame:
+def f3_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
     rows = []
     ends = (torch.zeros(1, 1, dtype=torch.float64), torch.ones(1, 1, dtype=torch.float64))
     for n in range(1, s["max_teeth_depth"] + 1):
@@ -117,7 +115,7 @@ def f4_parts(s: dict) -> dict[str, dict]:
     return {f"net{i}": {} for i in range(s["n_nets"])}
 
 
-def f4_measure(s: dict, key: str, device: str = "auto") -> pd.DataFrame:
+def f4_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
     """The output at every breakpoint on ``[-r, r]`` (exact: the function is linear in between)."""
     _, seed = resolve_part(f4_parts(s), s["seed"], key)
     net = _net(s, 1, seed)
@@ -149,3 +147,182 @@ register(Experiment("LR-F1", plane_parts, plane_measure, f1_figure, plane_summar
 register(Experiment("LR-F2", plane_parts, plane_measure, f2_figure, plane_summary))
 register(Experiment("LR-F3", f3_parts, f3_measure, f3_figure, f3_summary))
 register(Experiment("LR-F4", f4_parts, f4_measure, f4_figure, f4_summary))
+
+
+# --- trained nets: LR-F5 to LR-F8 -----------------------------------------------------------
+# Every net of a training spec is trained once (rule `train`); these experiments only read its
+# checkpoints, so a new measurement never retrains.
+
+def _architectures(s: dict) -> list[str]:
+    return s.get("architectures") or s["train"]["architectures"]
+
+
+def trained_parts(s: dict) -> dict[str, dict]:
+    return {f"{arch}-run{r}": {"arch": arch, "run": r}
+            for arch in _architectures(s) for r in range(s["train"]["runs"])}
+
+
+def trained_inputs(s: dict, key: str) -> list[tuple[str, str, int]]:
+    p = trained_parts(s)[key]
+    return [(s["training"], p["arch"], p["run"])]
+
+
+def _checkpoints(s: dict, key: str, inputs):
+    """(part kwargs, checkpoints, training data) of one job."""
+    p = trained_parts(s)[key]
+    states = training.load(inputs[0])
+    t = s["train"]
+    data = datasets.load(t["dataset"], t["data_dir"], train=True, scale=t["scale"])
+    return p, states, data
+
+
+def _rows(p: dict, state: dict, neurons: int, **columns) -> pd.DataFrame:
+    return pd.DataFrame(columns).assign(arch=p["arch"], run=p["run"], epoch=state["epoch"], neurons=neurons,
+                                        test_acc=state["test_acc"], dataset=state["dataset"],
+                                        net_seed=state["seed"])
+
+
+def f5_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
+    """Regions along lines from 0 through training examples, at every checkpoint (exact)."""
+    p, states, data = _checkpoints(s, key, inputs)
+    x1 = data.x[: s["n_lines"]].flatten(1).double()
+    x0 = torch.zeros_like(x1)
+    frames = []
+    for state in states:
+        net = training.restore(state, resolve_device(device))
+        split = split_lines(net, x0, s["line_extent"] * x1)
+        neurons = sum(net.widths[1:-1])
+        frames.append(_rows(p, state, neurons, line=np.arange(len(x1)), regions=split.regions().cpu().numpy()))
+    df = pd.concat(frames, ignore_index=True)
+    return df.assign(regions_per_neuron=df["regions"] / df["neurons"])
+
+
+def f5_figure(table: pd.DataFrame, s: dict):
+    fig, axes = plotting.panels(1, width=6.0)
+    sns.lineplot(data=table, x="epoch", y="regions_per_neuron", hue="arch", errorbar="se", marker="o", ax=axes[0])
+    axes[0].set(ylabel="regions along a line / #neurons",
+                title=f"LR-F5: {table['line'].nunique()} lines x {table['run'].nunique()} runs "
+                      f"({table['dataset'].iloc[0]})")
+    return fig
+
+
+def f5_summary(table: pd.DataFrame) -> pd.DataFrame:
+    return table.groupby(["arch", "neurons", "epoch"]).agg(
+        regions_per_neuron=("regions_per_neuron", "mean"), test_acc=("test_acc", "mean")).reset_index()
+
+
+def f6_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
+    """Distance to the nearest region boundary of points drawn from N(mean, var) of the
+    training pixels, at every checkpoint (exact)."""
+    p, states, data = _checkpoints(s, key, inputs)
+    x = data.x.flatten(1).double()
+    gen = torch.Generator().manual_seed(s["seed"])
+    points = x.mean(0) + x.std(0) * torch.randn(s["n_points"], x.shape[1], generator=gen, dtype=torch.float64)
+    frames = []
+    for state in states:
+        net = training.restore(state, resolve_device(device))
+        dist, _, _ = boundary_distance(net, points)
+        neurons = sum(net.widths[1:-1])
+        frames.append(_rows(p, state, neurons, point=np.arange(len(points)), distance=dist.cpu().numpy()))
+    return pd.concat(frames, ignore_index=True)
+
+
+def f6_figure(table: pd.DataFrame, s: dict):
+    per_net = table.groupby(["arch", "neurons", "run", "epoch"]).agg(
+        distance=("distance", "mean"), test_acc=("test_acc", "first")).reset_index()
+    per_net["neurons_x_distance"] = per_net["neurons"] * per_net["distance"]
+    fig, axes = plotting.panels(3)
+    sns.lineplot(data=per_net, x="epoch", y="distance", hue="arch", marker="o", ax=axes[0])
+    for n in sorted(per_net["neurons"].unique()):  # c / #neurons, c fitted at init over all nets
+        c = per_net.loc[per_net["epoch"] == per_net["epoch"].min(), "neurons_x_distance"].mean()
+        axes[0].axhline(c / n, color="grey", lw=0.6, ls="--")
+    axes[0].set(yscale="log", ylabel="mean distance to boundary", title="(a) dashed: c / #neurons")
+    sns.lineplot(data=per_net, x="epoch", y="neurons_x_distance", hue="arch", marker="o", ax=axes[1], legend=False)
+    axes[1].set(ylabel="#neurons x mean distance", title="(b)")
+    sns.scatterplot(data=per_net, x="test_acc", y="distance", hue="arch", ax=axes[2], legend=False)
+    axes[2].set(yscale="log", xlabel="test accuracy", ylabel="mean distance", title="(c)")
+    fig.suptitle("LR-F6: distance to the nearest region boundary through training")
+    return fig
+
+
+def f6_summary(table: pd.DataFrame) -> pd.DataFrame:
+    g = table.groupby(["arch", "neurons", "epoch"]).agg(distance=("distance", "mean"),
+                                                         test_acc=("test_acc", "mean")).reset_index()
+    return g.assign(neurons_x_distance=g["neurons"] * g["distance"])
+
+
+def f7_figure(table: pd.DataFrame, s: dict):
+    fig, axes = plotting.panels(1, width=6.0)
+    data = table.assign(log10_distance=np.log10(table["distance"]), Epoch=table["epoch"].astype(str))
+    sns.histplot(data=data, x="log10_distance", hue="Epoch", element="step", fill=False, stat="density",
+                 common_norm=False, ax=axes[0], palette="viridis")
+    axes[0].set(xlabel=r"$\log_{10}$ distance to the nearest boundary",
+                title=f"LR-F7: {', '.join(table['arch'].unique())}, through training")
+    return fig
+
+
+def f7_summary(table: pd.DataFrame) -> pd.DataFrame:
+    logs = table.assign(log10_distance=np.log10(table["distance"]))
+    return logs.groupby("epoch")["log10_distance"].describe().reset_index()
+
+
+def data_plane(x: torch.Tensor, y: torch.Tensor, digits=(0, 1, 2), scale: float = 1.25):
+    """Hanin & Rolnick's plane: through the first training examples of three digits, a square
+    centred at their circumcentre with half-side ``scale`` x the circumradius."""
+    pts = torch.stack([x[(y == d).nonzero()[0, 0]] for d in digits]).double().numpy()
+    e1 = pts[1] - pts[0]
+    e1 /= np.linalg.norm(e1)
+    e2 = pts[2] - pts[0] - np.dot(pts[2] - pts[0], e1) * e1
+    e2 /= np.linalg.norm(e2)
+    p = np.array([[np.dot(q - pts[0], e1), np.dot(q - pts[0], e2)] for q in pts])  # 2-D coordinates
+    # Circumcentre of the triangle p0 = (0, 0), p1, p2.
+    (bx, by), (cx, cy) = p[1], p[2]
+    d = 2 * (bx * cy - by * cx)
+    ux = (cy * (bx**2 + by**2) - by * (cx**2 + cy**2)) / d
+    uy = (bx * (cx**2 + cy**2) - cx * (bx**2 + by**2)) / d
+    centre = pts[0] + ux * e1 + uy * e2
+    radius = float(np.hypot(ux, uy))
+    return centre, e1, e2, scale * radius, p - np.array([ux, uy])
+
+
+def f8_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
+    """Exact regions of the trained net in the data plane, at every checkpoint (vertex rows)."""
+    p, states, data = _checkpoints(s, key, inputs)
+    centre, e1, e2, half, _ = data_plane(data.x.flatten(1), data.y, scale=s["half_side_factor"])
+    frames = []
+    for state in states:
+        net = training.restore(state)
+        polygons = plane_regions(net, centre, e1, e2, half)[-1]
+        rows = [(i, j, u, v, poly.area, poly.bounded) for i, poly in enumerate(polygons)
+                for j, (u, v) in enumerate(poly.vertices)]
+        df = pd.DataFrame(rows, columns=["region", "vertex", "u", "v", "area", "bounded"])
+        frames.append(_rows(p, state, sum(net.widths[1:-1]), **{c: df[c] for c in df}).assign(
+            n_regions=len(polygons), half_side=half))
+    return pd.concat(frames, ignore_index=True)
+
+
+def f8_figure(table: pd.DataFrame, s: dict):
+    first = table[(table["arch"] == table["arch"].iloc[0]) & (table["run"] == table["run"].iloc[0])]
+    epochs = sorted(first["epoch"].unique())
+    fig, axes = plotting.panels(len(epochs), width=3.4, height=3.4)
+    for ax, epoch in zip(axes, epochs):
+        g = first[first["epoch"] == epoch]
+        plotting.polygons(ax, g)
+        ax.set(title=f"epoch {epoch}: {g['n_regions'].iloc[0]} regions", xticks=[], yticks=[])
+    n = first["neurons"].iloc[0]
+    fig.suptitle(f"LR-F8: regions in the plane through digits 0, 1, 2 ({first['arch'].iloc[0]}, "
+                 f"{n} neurons, #neurons$^2$ = {n * n})")
+    return fig
+
+
+def f8_summary(table: pd.DataFrame) -> pd.DataFrame:
+    g = table.drop_duplicates(["arch", "run", "epoch"])
+    return g.groupby(["arch", "neurons", "epoch"])["n_regions"].mean().reset_index().assign(
+        regions_over_neurons_squared=lambda d: d["n_regions"] / d["neurons"] ** 2)
+
+
+for _id, _measure, _figure, _summary in [("LR-F5", f5_measure, f5_figure, f5_summary),
+                                         ("LR-F6", f6_measure, f6_figure, f6_summary),
+                                         ("LR-F7", f6_measure, f7_figure, f7_summary),
+                                         ("LR-F8", f8_measure, f8_figure, f8_summary)]:
+    register(Experiment(_id, trained_parts, _measure, _figure, _summary, trained=trained_inputs))

@@ -59,7 +59,7 @@ def f1_parts(s: dict) -> dict[str, dict]:
     return {f"{init}-w{w}": {"init": init, "width": w} for init in s["inits"] for w in s["widths"]}
 
 
-def f1_measure(s: dict, key: str, device: str = "auto") -> pd.DataFrame:
+def f1_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
     p, seed = resolve_part(f1_parts(s), s["seed"], key)
     df = _measure_net(s, [p["width"]] * s["depth"], p["init"], seed, device)
     return df.assign(width=p["width"])
@@ -94,7 +94,7 @@ def f2_parts(s: dict) -> dict[str, dict]:
     return {"all": {}}
 
 
-def f2_measure(s: dict, key: str, device: str = "auto") -> pd.DataFrame:
+def f2_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
     frames = []
     for i, m in enumerate(s["widths"]):
         df = _measure_net(s, [m], s["init"], part_seed(s["seed"], i), device)
@@ -149,7 +149,7 @@ def f3_widths(center: int, variation: int, depth: int, seed: int) -> list[int]:
     return (torch.randint(center - variation, center + variation + 1, (depth,), generator=gen)).tolist()
 
 
-def f3_measure(s: dict, key: str, device: str = "auto") -> pd.DataFrame:
+def f3_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
     p, seed = resolve_part(f3_parts(s), s["seed"], key)
     v = p["variation"]
     widths = f3_widths(s["width_center"], v, s["depth"], seed)

@@ -1,0 +1,28 @@
+# Training: each net of a training spec (config `training:`) is trained once and its
+# checkpoints kept; experiments that measure trained nets read them (rule `measure` input).
+
+
+rule train:
+    input:
+        lambda w: dataset_input(train_settings(w.spec)["dataset"]),
+    output:
+        paths.trained(RESULTS, "{spec}", "{arch}", "{run}"),
+    params:
+        settings=lambda w: train_settings(w.spec),
+        device=config["device"],
+    wildcard_constraints:
+        spec="[A-Za-z0-9-]+",
+        arch="d[0-9]+w[0-9]+",
+        run="[0-9]+",
+    log:
+        log_file("trained/{spec}/{arch}-run{run}"),
+    benchmark:
+        benchmark_file("trained/{spec}/{arch}-run{run}")
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime="6h",
+    conda:
+        "../../envs/science.yaml"
+    script:
+        "../scripts/train.py"

@@ -1,0 +1,9 @@
+"""Train one net of a training spec and save its checkpoints."""
+
+from reluinit import jobs, training
+
+log = jobs.start(snakemake.log[0], snakemake.threads)  # noqa: F821 - injected by Snakemake
+s, w = snakemake.params.settings, snakemake.wildcards  # noqa: F821
+seed = training.run_seed(s, w.arch, int(w.run))
+log.info("%s %s run %s: %s", w.spec, w.arch, w.run, s)
+training.save(training.train_classifier(s, w.arch, seed, snakemake.params.device), snakemake.output[0])  # noqa: F821
