@@ -183,16 +183,16 @@ def _rows(p: dict, state: dict, neurons: int, **columns) -> pd.DataFrame:
 
 
 def f5_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
-    """Regions along lines from 0 through training examples, at every checkpoint (exact)."""
+    """Regions along lines through 0 and a training example x (the segment from -c x to c x,
+    c = line_extent), at every checkpoint (exact)."""
     p, states, data = _checkpoints(s, key, inputs)
-    x1 = data.x[: s["n_lines"]].flatten(1).double()
-    x0 = torch.zeros_like(x1)
+    x = s["line_extent"] * data.x[: s["n_lines"]].flatten(1).double()
     frames = []
     for state in states:
         net = training.restore(state, resolve_device(device))
-        split = split_lines(net, x0, s["line_extent"] * x1)
+        split = split_lines(net, -x, x)
         neurons = sum(net.widths[1:-1])
-        frames.append(_rows(p, state, neurons, line=np.arange(len(x1)), regions=split.regions().cpu().numpy()))
+        frames.append(_rows(p, state, neurons, line=np.arange(len(x)), regions=split.regions().cpu().numpy()))
     df = pd.concat(frames, ignore_index=True)
     return df.assign(regions_per_neuron=df["regions"] / df["neurons"])
 
