@@ -95,3 +95,17 @@ def test_data_plane_is_centred_on_the_circumcentre():
     # The three points lie in the plane: their in-plane coordinates reproduce them.
     for p, (u, v) in zip(pts, corners):
         assert np.allclose(centre + u * e1 + v * e2, p)
+
+
+@pytest.mark.parametrize("activation", ["relu", "hardtanh"])
+def test_transitions_equal_dense_sampling(activation):
+    """EP's transitions: per-neuron piece changes along the line, counted against sampling."""
+    net = sample_mlp([3, 5, 5], "gaussian", sigma_w=3.0, activation=activation, bias_std=0.3, seed=4, dtype=F64)
+    x0, x1 = _lines(4, 3, seed=5)
+    split = split_lines(net, x0, x1)
+    t = torch.linspace(0, 1, 400_001, dtype=F64)
+    for i in range(len(x0)):
+        patterns = activation_pattern(net, x0[i] + t[:, None] * (x1[i] - x0[i]))
+        changes = (patterns[1:] != patterns[:-1]).sum().item()
+        assert changes == split.transitions()[i].item()
+        assert split.transitions()[i] >= split.regions()[i] - 1

@@ -20,6 +20,8 @@ def settings(config: dict, exp_id: str, scale: str | None = None) -> dict:
     merged = _at_scale(config["experiments"][exp_id], scale)
     if "training" in merged:  # the trained nets it measures: that spec's settings, same scale
         merged["train"] = training_settings(config, merged["training"], scale)
+    if "dataset" in merged:  # where to load it from, and whether the quick stand-in applies
+        merged.update(data_dir=config["data_dir"], scale=scale)
     return merged
 
 

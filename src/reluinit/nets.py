@@ -104,21 +104,30 @@ def sample_mlp(
     activation: str = "relu",
     readout: bool = False,
     bias_std: float = 0.0,
+    sigma_w: float | None = None,
     seed: int,
     device: str | torch.device = "cpu",
     dtype: torch.dtype = torch.float32,
 ) -> MLP:
     """Sample a net with layer widths ``widths = [n_0, n_1, ..., n_L]`` under ``init``.
 
+    ``init="gaussian"`` is the random-net convention of EP and TG: weights N(0, sigma_w^2 / fan_in)
+    (``sigma_w^2 = 2`` is He).
+
     Weights are drawn on the CPU from a generator seeded with ``seed`` (so a seed gives the
     same net on every device) and then moved to ``device``.
     """
-    if init not in INITS:
-        raise ValueError(f"unknown init {init!r}; known: {sorted(INITS)}")
+    if init == "gaussian":
+        if sigma_w is None:
+            raise ValueError("init 'gaussian' needs sigma_w")
+        std_of = lambda fan_in, fan_out, readout: sigma_w / math.sqrt(fan_in)  # noqa: E731
+    elif init in INITS:
+        std_of = INITS[init]
+    else:
+        raise ValueError(f"unknown init {init!r}; known: {sorted(INITS) + ['gaussian']}")
     if any(n < 1 for n in widths):
         raise ValueError(f"widths must be positive, got {widths}")
     gen = torch.Generator().manual_seed(seed)
-    std_of = INITS[init]
     weights, biases = [], []
     n_layers = len(widths) - 1
     for l in range(n_layers):

@@ -72,6 +72,14 @@ class LineSplit:
         convex, so a line meets each at most once, in one interval.)"""
         return self._count(torch.any(self.pattern[1:] != self.pattern[:-1], dim=1))
 
+    def transitions(self) -> torch.Tensor:
+        """EP's transitions along each line: how many times some neuron changes piece (sign or
+        saturation), summed over neurons. [n_lines]"""
+        changed = (self.pattern[1:] != self.pattern[:-1]).sum(dim=1)
+        same_line = self.line[1:] == self.line[:-1]
+        counts = torch.zeros(self.n_lines, dtype=torch.long, device=self.line.device)
+        return counts.index_add_(0, self.line[1:], changed * same_line)
+
     def pieces(self, rtol: float = 1e-9) -> torch.Tensor:
         """Linear pieces of the output along each line: adjacent intervals with the same slope
         (the map is continuous, so the same affine map) are merged. [n_lines]"""

@@ -42,10 +42,12 @@ def train_settings(spec):
     return training_settings(config, spec)
 
 
-def trained_inputs(w):
-    """Checkpoint files a measurement job reads (none for experiments on random nets)."""
-    trained = experiments.get(w.exp).trained(exp_settings(w.exp), w.part)
-    return [paths.trained(RESULTS, *t) for t in trained]
+def measure_inputs(w):
+    """Files a measurement job reads: checkpoints of the trained nets it measures, and the
+    fetch record of the dataset it draws inputs from (none at the quick scale)."""
+    s = exp_settings(w.exp)
+    trained = [paths.trained(RESULTS, *t) for t in experiments.get(w.exp).trained(s, w.part)]
+    return trained + (dataset_input(s["dataset"]) if "dataset" in s else [])
 
 
 def part_keys(exp):
@@ -76,7 +78,7 @@ def dataset_input(name):
 
     if SCALE == "quick" and name in QUICK_STAND_INS:
         return []
-    return f"{DATA}/fetched/{name}.json"
+    return [f"{DATA}/fetched/{name}.json"]
 
 
 # --- reports -----------------------------------------------------------------------------

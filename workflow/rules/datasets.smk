@@ -31,5 +31,5 @@ rule fetch_tiny_imagenet:
 
 rule datasets:
     input:
-        [dataset_input(name) for name in TORCHVISION_DATASETS + ["tiny_imagenet"]],
+        [f for name in TORCHVISION_DATASETS + ["tiny_imagenet"] for f in dataset_input(name)],
     localrule: True

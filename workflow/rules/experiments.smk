@@ -11,7 +11,7 @@ wildcard_constraints:
 
 rule measure:
     input:
-        trained_inputs,
+        measure_inputs,
     output:
         paths.part(RESULTS, "{exp}", "{part}", paper="{paper}"),
     params:
