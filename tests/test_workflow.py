@@ -119,3 +119,12 @@ def test_snakemake_report_contains_the_figures(workdir):
 
     names = zipfile.ZipFile(workdir / "report.zip").namelist()
     assert any(n.endswith("OP-F2.png") for n in names)
+
+
+def test_measuring_an_untrained_architecture_is_a_clear_error(workdir):
+    config = yaml.safe_load((workdir / "config.yaml").read_text())
+    config["experiments"]["LR-F8"]["quick"]["architectures"] = ["d9w9"]
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    run = snakemake("lr_f8", "-n", "--cores", "1", "--config", "scale=quick", cwd=workdir)
+    assert run.returncode != 0
+    assert "architectures ['d9w9'] are not trained by training spec 'LR-MNIST'" in run.stdout + run.stderr

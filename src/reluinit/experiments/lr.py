@@ -154,7 +154,14 @@ register(Experiment("LR-F4", f4_parts, f4_measure, f4_figure, f4_summary))
 # checkpoints, so a new measurement never retrains.
 
 def _architectures(s: dict) -> list[str]:
-    return s.get("architectures") or s["train"]["architectures"]
+    """The architectures a trained-net experiment measures: its own subset, or the spec's all."""
+    trained = s["train"]["architectures"]
+    chosen = s.get("architectures") or trained
+    missing = [a for a in chosen if a not in trained]
+    if missing:
+        raise ValueError(f"architectures {missing} are not trained by training spec {s['training']!r} "
+                         f"(it trains {trained}); add them there or pick from those")
+    return chosen
 
 
 def trained_parts(s: dict) -> dict[str, dict]:
