@@ -62,36 +62,28 @@ class LineSplit:
     out_b: torch.Tensor
     n_lines: int
 
-    def breakpoints(self) -> torch.Tensor:
-        """Interior cut points of each interval's left end (the first interval of a line excluded)."""
-        same = self.line[1:] == self.line[:-1]
-        return self.t0[1:][same]
-
     def regions(self) -> torch.Tensor:
         """Distinct activation patterns along each line: [n_lines]. (Activation regions are
         convex, so a line meets each at most once, in one interval.)"""
-        return self._count(torch.any(self.pattern[1:] != self.pattern[:-1], dim=1))
+        return 1 + self._count(torch.any(self.pattern[1:] != self.pattern[:-1], dim=1))
 
     def transitions(self) -> torch.Tensor:
         """EP's transitions along each line: how many times some neuron changes piece (sign or
         saturation), summed over neurons. [n_lines]"""
-        changed = (self.pattern[1:] != self.pattern[:-1]).sum(dim=1)
-        same_line = self.line[1:] == self.line[:-1]
-        counts = torch.zeros(self.n_lines, dtype=torch.long, device=self.line.device)
-        return counts.index_add_(0, self.line[1:], changed * same_line)
+        return self._count((self.pattern[1:] != self.pattern[:-1]).sum(dim=1))
 
     def pieces(self, rtol: float = 1e-9) -> torch.Tensor:
         """Linear pieces of the output along each line: adjacent intervals with the same slope
         (the map is continuous, so the same affine map) are merged. [n_lines]"""
         scale = self.out_b.abs().amax(dim=1, keepdim=True).clamp_min(1e-300)
         differs = ((self.out_b[1:] - self.out_b[:-1]).abs() > rtol * torch.maximum(scale[1:], scale[:-1])).any(dim=1)
-        return self._count(differs)
+        return 1 + self._count(differs)
 
     def _count(self, changes: torch.Tensor) -> torch.Tensor:
+        """Per line, the sum of ``changes`` between adjacent intervals of that line."""
         same_line = self.line[1:] == self.line[:-1]
-        counts = torch.ones(self.n_lines, dtype=torch.long, device=self.line.device)
-        counts.index_add_(0, self.line[1:], (changes & same_line).long())
-        return counts
+        counts = torch.zeros(self.n_lines, dtype=torch.long, device=self.line.device)
+        return counts.index_add_(0, self.line[1:], changes.long() * same_line)
 
 
 def split_lines(net: MLP, x0: torch.Tensor, x1: torch.Tensor, t_min: float = 0.0, t_max: float = 1.0) -> LineSplit:
@@ -155,12 +147,12 @@ def boundary_distance(net: MLP, x: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     h = x
     jac = torch.eye(n0, dtype=x.dtype, device=x.device).expand(len(x), n0, n0)  # ∂h/∂x
     dists, normals = [], []
+    kinks = torch.tensor(KINKS[net.activation], dtype=x.dtype, device=x.device)
     hidden = list(zip(net.effective_weights(), net.biases))[: net.n_hidden]
     for w, c in hidden:
         z = torch.addmm(c, h, w.T)
         gz = torch.einsum("ij,pjk->pik", w, jac)  # ∂z/∂x, [P, n, n0]
         gnorm = gz.norm(dim=2)
-        kinks = torch.tensor(KINKS[net.activation], dtype=x.dtype, device=x.device)
         gap = z[:, :, None] - kinks  # signed distance in z to each kink
         nearest = gap.abs().argmin(dim=2, keepdim=True)
         gap = gap.gather(2, nearest).squeeze(2)
@@ -204,7 +196,7 @@ def _clip(vertices: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndar
     return np.array(below), np.array(above)
 
 
-def plane_regions(net: MLP, origin, e1, e2, half_side: float, layers: int | None = None) -> list[list[Polygon]]:
+def plane_regions(net: MLP, origin, e1, e2, half_side: float) -> list[list[Polygon]]:
     """Partition the square ``|u|, |v| <= half_side`` of the plane ``origin + u e1 + v e2`` into
     the regions of the first 1, 2, ... hidden layers. Returns one list of polygons per layer."""
     to_np = lambda t: np.asarray(t.detach().cpu().double() if torch.is_tensor(t) else t, dtype=float)  # noqa: E731
@@ -216,7 +208,7 @@ def plane_regions(net: MLP, origin, e1, e2, half_side: float, layers: int | None
     kinks = KINKS[net.activation]
     out = []
     hidden = list(zip(net.effective_weights(), net.biases))[: net.n_hidden]
-    for w, c in hidden[: layers or len(hidden)]:
+    for w, c in hidden:
         w, c = to_np(w), to_np(c)
         pieces = []
         for verts, pattern, a, bmat in polys:

@@ -4,7 +4,7 @@ trajectory engine."""
 from __future__ import annotations
 
 from . import Experiment, register
-from .lr import plane_figure, plane_measure, plane_parts, plane_summary
+from .lr import plane_figure, plane_measure, net_parts, plane_summary
 
 
 def f1_figure(table, s: dict):
@@ -12,4 +12,4 @@ def f1_figure(table, s: dict):
                                   f"width {s['width']}, layer by layer")
 
 
-register(Experiment("EP-F1", plane_parts, plane_measure, f1_figure, plane_summary))
+register(Experiment("EP-F1", net_parts, plane_measure, f1_figure, plane_summary))

@@ -19,19 +19,21 @@ log = logging.getLogger(__name__)
 
 
 def _net(s: dict, n_in: int, seed: int):
-    return sample_mlp([n_in, *([s["width"]] * s["depth"]), 1], s["init"], activation=s.get("activation", "relu"),
-                      readout=True, bias_std=s["bias_std"], seed=seed, dtype=torch.float64)
+    return sample_mlp([n_in, *([s["width"]] * s["depth"]), 1], s["init"], readout=True, bias_std=s["bias_std"],
+                      seed=seed, dtype=torch.float64)
+
+
+def net_parts(s: dict) -> dict[str, dict]:
+    """One job per random net."""
+    return {f"net{i}": {} for i in range(s["n_nets"])}
 
 
 # --- 2-D input: the partition of a square, layer by layer (LR-F1, LR-F2, EP-F1) ----------------
 
-def plane_parts(s: dict) -> dict[str, dict]:
-    return {f"net{i}": {} for i in range(s["n_nets"])}
-
 
 def plane_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
     """One row per polygon vertex: the exact partition of ``[-r, r]^2`` after each hidden layer."""
-    _, seed = resolve_part(plane_parts(s), s["seed"], key)
+    _, seed = resolve_part(net_parts(s), s["seed"], key)
     net = _net(s, 2, seed)
     layers = plane_regions(net, np.zeros(2), np.array([1.0, 0.0]), np.array([0.0, 1.0]), s["half_side"])
     rows = []
@@ -111,13 +113,9 @@ def f3_summary(table: pd.DataFrame) -> pd.DataFrame:
 
 # --- LR-F4: the function of a net with 1-D input at init -------------------------------------
 
-def f4_parts(s: dict) -> dict[str, dict]:
-    return {f"net{i}": {} for i in range(s["n_nets"])}
-
-
 def f4_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
     """The output at every breakpoint on ``[-r, r]`` (exact: the function is linear in between)."""
-    _, seed = resolve_part(f4_parts(s), s["seed"], key)
+    _, seed = resolve_part(net_parts(s), s["seed"], key)
     net = _net(s, 1, seed)
     r = s["half_side"]
     split = split_lines(net, torch.tensor([[-r]], dtype=torch.float64), torch.tensor([[r]], dtype=torch.float64))
@@ -143,10 +141,10 @@ def f4_summary(table: pd.DataFrame) -> pd.DataFrame:
     return table.drop_duplicates("net")[["net", "pieces", "regions", "neurons"]]
 
 
-register(Experiment("LR-F1", plane_parts, plane_measure, f1_figure, plane_summary))
-register(Experiment("LR-F2", plane_parts, plane_measure, f2_figure, plane_summary))
+register(Experiment("LR-F1", net_parts, plane_measure, f1_figure, plane_summary))
+register(Experiment("LR-F2", net_parts, plane_measure, f2_figure, plane_summary))
 register(Experiment("LR-F3", f3_parts, f3_measure, f3_figure, f3_summary))
-register(Experiment("LR-F4", f4_parts, f4_measure, f4_figure, f4_summary))
+register(Experiment("LR-F4", net_parts, f4_measure, f4_figure, f4_summary))
 
 
 # --- trained nets: LR-F5 to LR-F8 -----------------------------------------------------------
@@ -183,7 +181,9 @@ def _checkpoints(s: dict, key: str, inputs):
     return p, states, data
 
 
-def _rows(p: dict, state: dict, neurons: int, **columns) -> pd.DataFrame:
+def _rows(p: dict, state: dict, net, **columns) -> pd.DataFrame:
+    """One checkpoint's measurements, with what identifies the net and how good it is."""
+    neurons = sum(net.widths[1:-1])
     return pd.DataFrame(columns).assign(arch=p["arch"], run=p["run"], epoch=state["epoch"], neurons=neurons,
                                         test_acc=state["test_acc"], dataset=state["dataset"],
                                         net_seed=state["seed"])
@@ -198,8 +198,7 @@ def f5_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFra
     for state in states:
         net = training.restore(state, resolve_device(device))
         split = split_lines(net, -x, x)
-        neurons = sum(net.widths[1:-1])
-        frames.append(_rows(p, state, neurons, line=np.arange(len(x)), regions=split.regions().cpu().numpy()))
+        frames.append(_rows(p, state, net, line=np.arange(len(x)), regions=split.regions().cpu().numpy()))
     df = pd.concat(frames, ignore_index=True)
     return df.assign(regions_per_neuron=df["regions"] / df["neurons"])
 
@@ -229,8 +228,7 @@ def f6_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFra
     for state in states:
         net = training.restore(state, resolve_device(device))
         dist, _, _ = boundary_distance(net, points)
-        neurons = sum(net.widths[1:-1])
-        frames.append(_rows(p, state, neurons, point=np.arange(len(points)), distance=dist.cpu().numpy()))
+        frames.append(_rows(p, state, net, point=np.arange(len(points)), distance=dist.cpu().numpy()))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -240,8 +238,8 @@ def f6_figure(table: pd.DataFrame, s: dict):
     per_net["neurons_x_distance"] = per_net["neurons"] * per_net["distance"]
     fig, axes = plotting.panels(3)
     sns.lineplot(data=per_net, x="epoch", y="distance", hue="arch", marker="o", ax=axes[0])
-    for n in sorted(per_net["neurons"].unique()):  # c / #neurons, c fitted at init over all nets
-        c = per_net.loc[per_net["epoch"] == per_net["epoch"].min(), "neurons_x_distance"].mean()
+    c = per_net.loc[per_net["epoch"] == per_net["epoch"].min(), "neurons_x_distance"].mean()  # at init
+    for n in sorted(per_net["neurons"].unique()):  # c / #neurons
         axes[0].axhline(c / n, color="grey", lw=0.6, ls="--")
     axes[0].set(yscale="log", ylabel="mean distance to boundary", title="(a) dashed: c / #neurons")
     sns.lineplot(data=per_net, x="epoch", y="neurons_x_distance", hue="arch", marker="o", ax=axes[1], legend=False)
@@ -303,7 +301,7 @@ def f8_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFra
         rows = [(i, j, u, v, poly.area, poly.bounded) for i, poly in enumerate(polygons)
                 for j, (u, v) in enumerate(poly.vertices)]
         df = pd.DataFrame(rows, columns=["region", "vertex", "u", "v", "area", "bounded"])
-        frames.append(_rows(p, state, sum(net.widths[1:-1]), **{c: df[c] for c in df}).assign(
+        frames.append(_rows(p, state, net, **{c: df[c] for c in df}).assign(
             n_regions=len(polygons), half_side=half))
     return pd.concat(frames, ignore_index=True)
 
