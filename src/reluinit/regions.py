@@ -61,6 +61,10 @@ class LineSplit:
     out_a: torch.Tensor  # [K, n_out] output = out_a + t * out_b on the interval
     out_b: torch.Tensor
     n_lines: int
+    # Exact length of each line's image after each hidden layer, [n_hidden, n_lines]: on an
+    # interval the image is a segment, of length (t1 - t0) * ‖slope‖.
+    length_pre: torch.Tensor | None = None
+    length_post: torch.Tensor | None = None
 
     def regions(self) -> torch.Tensor:
         """Distinct activation patterns along each line: [n_lines]. (Activation regions are
@@ -86,8 +90,13 @@ class LineSplit:
         return counts.index_add_(0, self.line[1:], changes.long() * same_line)
 
 
-def split_lines(net: MLP, x0: torch.Tensor, x1: torch.Tensor, t_min: float = 0.0, t_max: float = 1.0) -> LineSplit:
-    """Split the lines from ``x0[i]`` to ``x1[i]`` (``[L, n_0]``) on ``[t_min, t_max]`` exactly."""
+def split_lines(net: MLP, x0: torch.Tensor, x1: torch.Tensor, t_min: float = 0.0, t_max: float = 1.0,
+                keep_pattern: bool = True) -> LineSplit:
+    """Split the lines from ``x0[i]`` to ``x1[i]`` (``[L, n_0]``) on ``[t_min, t_max]`` exactly.
+
+    ``keep_pattern=False`` drops the per-interval patterns (``[K, n_neurons]`` int8, the largest
+    thing held) when only lengths or the output map are wanted.
+    """
     kinks = KINKS[net.activation]
     dtype, device = net.weights[0].dtype, net.weights[0].device
     x0 = x0.to(device=device, dtype=dtype)
@@ -98,6 +107,7 @@ def split_lines(net: MLP, x0: torch.Tensor, x1: torch.Tensor, t_min: float = 0.0
     t1 = torch.full((n_lines,), float(t_max), dtype=dtype, device=device)
     a, b = x0, x1 - x0
     patterns = []
+    lengths_pre, lengths_post = [], []
     weights = net.effective_weights()
     for l, (w, c) in enumerate(zip(weights, net.biases)):
         za, zb = torch.addmm(c, a, w.T), b @ w.T
@@ -119,10 +129,15 @@ def split_lines(net: MLP, x0: torch.Tensor, x1: torch.Tensor, t_min: float = 0.0
         line, za, zb = line[k_new], za[k_new], zb[k_new]
         patterns = [p[k_new] for p in patterns]
         code = _codes(za + 0.5 * (t0 + t1)[:, None] * zb, net.activation)
-        patterns.append(code)
+        if keep_pattern:
+            patterns.append(code)
         a, b = _post(za, zb, code, net.activation)
+        for out, slope in ((lengths_pre, zb), (lengths_post, b)):
+            seg = (t1 - t0) * torch.linalg.vector_norm(slope, dim=1)
+            out.append(torch.zeros(n_lines, dtype=dtype, device=device).index_add_(0, line, seg))
     pattern = torch.cat(patterns, dim=1) if patterns else torch.zeros(len(t0), 0, dtype=torch.int8, device=device)
-    return LineSplit(line, t0, t1, pattern, a, b, n_lines)
+    stack = lambda xs: torch.stack(xs) if xs else torch.zeros(0, n_lines, dtype=dtype, device=device)  # noqa: E731
+    return LineSplit(line, t0, t1, pattern, a, b, n_lines, stack(lengths_pre), stack(lengths_post))
 
 
 def activation_pattern(net: MLP, x: torch.Tensor) -> torch.Tensor:
