@@ -91,11 +91,13 @@ class LineSplit:
 
 
 def split_lines(net: MLP, x0: torch.Tensor, x1: torch.Tensor, t_min: float = 0.0, t_max: float = 1.0,
-                keep_pattern: bool = True) -> LineSplit:
+                keep_pattern: bool = True, max_intervals: int | None = None) -> LineSplit:
     """Split the lines from ``x0[i]`` to ``x1[i]`` (``[L, n_0]``) on ``[t_min, t_max]`` exactly.
 
     ``keep_pattern=False`` drops the per-interval patterns (``[K, n_neurons]`` int8, the largest
-    thing held) when only lengths or the output map are wanted.
+    thing held) when only lengths or the output map are wanted. With ``max_intervals`` the
+    splitting stops before the first layer that starts with more intervals than that: the
+    lengths then cover the layers done, and the other fields describe the last layer done.
     """
     kinks = KINKS[net.activation]
     dtype, device = net.weights[0].dtype, net.weights[0].device
@@ -110,6 +112,8 @@ def split_lines(net: MLP, x0: torch.Tensor, x1: torch.Tensor, t_min: float = 0.0
     lengths_pre, lengths_post = [], []
     weights = net.effective_weights()
     for l, (w, c) in enumerate(zip(weights, net.biases)):
+        if max_intervals is not None and len(t0) > max_intervals:
+            break
         za, zb = torch.addmm(c, a, w.T), b @ w.T
         if net.readout and l == len(weights) - 1:
             a, b = za, zb

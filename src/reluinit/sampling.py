@@ -41,25 +41,6 @@ def discrete_C(sigma_w: float) -> int:
     return C
 
 
-def growth_lower_bound(dist: str, sigma_w: float, alpha: float) -> float:
-    """TG's per-layer lower bound on E[‖dz(d+1)‖] / ‖dz(d)‖ (Corollaries 1-3 via Theorem 2).
-
-    Theorem 2 gives ``alpha M sqrt(k) / 2`` when ``E|u^T w| >= M ‖u‖`` for one row ``w`` of P. With
-    the ``1/sqrt(k)`` scaling, M is (sqrt(2/pi) sigma_w, C/(2 sqrt 2), sum|w| / (sqrt(2) N_w)) / sqrt(k)
-    for the Gaussian, uniform and discrete P (TG's Lemmas 10 and 11, as proved), so k cancels.
-    """
-    if dist == "gaussian":
-        m = sigma_w * math.sqrt(2 / math.pi)
-    elif dist == "uniform":
-        m = math.sqrt(3) * sigma_w / (2 * math.sqrt(2))
-    elif dist == "discrete":
-        C = discrete_C(sigma_w)
-        m = C * (C + 1) / (math.sqrt(2) * (2 * C + 1))  # sum_{w in -C..C} |w| = C (C + 1), N_w = 2C + 1
-    else:
-        raise ValueError(f"unknown distribution {dist!r}; known: {DISTRIBUTIONS}")
-    return alpha * m / 2
-
-
 def _draw(dist: str, shape: tuple[int, ...], sigma: float, gen: torch.Generator, device, dtype) -> torch.Tensor:
     """Entries from P (or Q) with standard deviation ``sigma``, before sparsification."""
     if dist == "gaussian":

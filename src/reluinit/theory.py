@@ -38,3 +38,40 @@ def op_epsilon(width: int, delta: float = 0.05) -> float:
 # that each figure panel reads as the paper does.
 lemma2_epsilon = op_epsilon
 lemma5_epsilon = op_epsilon
+
+
+# --- trajectory growth (TG Corollaries 1-3, EP Theorem 3) ---------------------------------------
+
+
+def tg_growth_lower_bound(dist: str, sigma_w: float, alpha: float) -> float:
+    """TG's per-layer lower bound on E[‖dz(d+1)‖] / ‖dz(d)‖ for sparse random ReLU nets whose
+    weights are scaled by 1/sqrt(k) (Corollaries 1-3; ``sigma_w``: standard deviation before scaling).
+
+    Theorem 2 gives ``alpha M sqrt(k) / 2`` when ``E|u^T w| >= M ‖u‖`` for a row ``w`` of P. Here
+    ``M sqrt(k)`` is sqrt(2/pi) sigma_w (Gaussian), C/(2 sqrt 2) with C = sqrt(3) sigma_w (uniform,
+    Lemma 10) and sum_{|w|<=C} |w| / (sqrt(2) N_w) = C(C+1) / (sqrt(2)(2C+1)) (discrete, Lemma 11
+    as proved), so the width cancels.
+    """
+    from .sampling import discrete_C
+
+    if dist == "gaussian":
+        m = sigma_w * math.sqrt(2 / math.pi)
+    elif dist == "uniform":
+        m = math.sqrt(3) * sigma_w / (2 * math.sqrt(2))
+    elif dist == "discrete":
+        C = discrete_C(sigma_w)
+        m = C * (C + 1) / (math.sqrt(2) * (2 * C + 1))
+    else:
+        raise ValueError(f"unknown distribution {dist!r}")
+    return alpha * m / 2
+
+
+def ep_hardtanh_growth_bounds(k: int, sigma_w: float) -> tuple[float, float]:
+    """EP Theorem 3 for hard-tanh nets without bias, per layer: the lower bound of equation (c)
+    of its proof (valid for sigma_w >= 1) and the upper bound of equation (2) (the identity in
+    place of hard-tanh: a chi variable with k degrees of freedom times sigma_w / sqrt(k))."""
+    s = sigma_w
+    lower = (((2 * math.pi) ** -0.25 * math.sqrt(s * k) / math.sqrt(s * math.sqrt(2 * math.pi) + k - 1)
+              - math.sqrt(k) * (1 - 1 / s) ** (k - 1)) / math.sqrt(2))
+    upper = math.sqrt(2) * math.exp(math.lgamma((k + 1) / 2) - math.lgamma(k / 2)) * s / math.sqrt(k)
+    return lower, upper

@@ -1,10 +1,36 @@
-"""EP: expressive power of deep nets. EP-F1 here; the trajectory experiments come with the
-trajectory engine."""
+"""EP: expressive power of deep nets, the random-net experiments: input-space regions (EP-F1),
+transitions, lengths and projections along circles (EP-F2, F3, F5, F12, F13) and dichotomies
+when sweeping a layer's weights (EP-F14, F15, F16).
+
+EP's nets: weights N(0, sigma_w^2 / k), biases N(0, sigma_b^2), the circle
+``x(t) = cos(pi t / 2) x0 + sin(pi t / 2) x1`` between two points (MNIST test images by 0-based
+index, or random vectors) normalised to unit root-mean-square coordinate (``tg.normalise``). A
+depth-d net is the first d layers of one deeper sampled net, so one net gives every depth.
+Transitions are counted between consecutive points of the discretised circle, over every hidden
+neuron of the depth-d net; output transitions (EP-F16) are label changes of the readout.
+"""
 
 from __future__ import annotations
 
-from . import Experiment, register
-from .lr import plane_figure, plane_measure, net_parts, plane_summary
+import logging
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+import torch
+
+from .. import plotting
+from ..dichotomies import random_walk, sweep
+from ..nets import resolve_device
+from ..sampling import random_net
+from ..theory import ep_hardtanh_growth_bounds
+from ..trajectories import make_path
+from . import Experiment, part_seed, register, resolve_part
+from .lr import net_parts, plane_figure, plane_measure, plane_summary
+from .tg import (DTYPE, dataset_name, endpoints, normalise, path_rows, projection_figure, projection_measure,
+                 projection_parts, projection_summary)
+
+log = logging.getLogger(__name__)
 
 
 def f1_figure(table, s: dict):
@@ -12,4 +38,291 @@ def f1_figure(table, s: dict):
                                   f"width {s['width']}, layer by layer")
 
 
+# --- circles through random nets: EP-F2, F5, F12, F13 ---------------------------------------------
+
+
+def circle_rows(s: dict, seed: int, dev, activation: str, sigma_w2: float, width: int, depth: int) -> pd.DataFrame:
+    """``n_nets`` nets of one setting: per net and layer the circle's length and transitions, and
+    the transitions of the depth-d net (its layers 1..d)."""
+    frames = []
+    for i in range(s["n_nets"]):
+        net_seed = part_seed(seed, i)
+        x0, x1 = endpoints(s, net_seed + 1, dev)
+        net = random_net([len(x0)] + [width] * depth, "gaussian", float(np.sqrt(sigma_w2)), bias=s["sigma_b"],
+                         activation=activation, seed=net_seed, device=dev, dtype=DTYPE)
+        rows = path_rows(net, make_path("arc", x0, x1), s["n_pieces"], net=i, net_seed=net_seed, device=str(dev))
+        frames.append(rows.assign(transitions_total=rows["transitions"].cumsum()))
+    df = pd.concat(frames, ignore_index=True)
+    log.info("%s sigma_w^2=%g width %d: depth-%d transitions %.1f, length %.4g", activation, sigma_w2, width, depth,
+             df.loc[df["layer"] == depth, "transitions_total"].mean(), df.loc[df["layer"] == depth, "length"].mean())
+    return df.assign(activation=activation, sigma_w2=sigma_w2, sigma_b=s["sigma_b"], width=width,
+                     points=dataset_name(s))
+
+
+def grid_parts(s: dict) -> dict[str, dict]:
+    """One job per activation (EP-F2) or a single job."""
+    return {a: {"activation": a} for a in s.get("activations", [s.get("activation")])}
+
+
+def grid_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
+    """Every (sigma_w^2, width) of the settings, nets as deep as the deepest depth asked for."""
+    p, seed = resolve_part(grid_parts(s), s["seed"], key)
+    dev = resolve_device(device)
+    return pd.concat([circle_rows(s, part_seed(seed, 1000 * i + j), dev, p["activation"], s2, k, s["depth"])
+                      for i, s2 in enumerate(s["sigma_w2"]) for j, k in enumerate(s["widths"])], ignore_index=True)
+
+
+def _hue(table: pd.DataFrame, col: str, name: str) -> pd.DataFrame:
+    return table.assign(**{name: table[col].map(lambda v: f"{v:g}")})
+
+
+def f2_figure(table: pd.DataFrame, s: dict):
+    acts = list(dict.fromkeys(table["activation"]))
+    fig, axes = plotting.panels(2 * len(acts), width=3.8, height=3.4)
+    data = _hue(table[table["layer"] > 0], "sigma_w2", "$\\sigma_w^2$")
+    wide, deep = max(s["widths"]), s["depth"]
+    for i, act in enumerate(acts):
+        g = data[data["activation"] == act]
+        sns.lineplot(data=g[g["width"] == wide], x="layer", y="transitions_total", hue="$\\sigma_w^2$",
+                     palette="viridis", marker="o", errorbar="se", ax=axes[2 * i])
+        axes[2 * i].set(yscale="log", xlabel="depth", ylabel="transitions", title=f"{act}, width {wide}")
+        sns.lineplot(data=g[g["layer"] == deep], x="width", y="transitions_total", hue="$\\sigma_w^2$",
+                     palette="viridis", marker="o", errorbar="se", ax=axes[2 * i + 1], legend=False)
+        axes[2 * i + 1].set(xscale="log", yscale="log", ylabel="transitions", title=f"{act}, depth {deep}")
+    fig.suptitle(f"EP-F2: transitions along a circle between {table['points'].iloc[0]} points, "
+                 f"{s['n_pieces']:,} pieces, $\\sigma_b$ = {s['sigma_b']:g}")
+    return fig
+
+
+def transitions_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Mean transitions of the deepest net per setting, and the mean ratio between consecutive depths."""
+    deep = table["layer"].max()
+    rows = []
+    for (act, s2, k), g in table[table["layer"] > 0].groupby(["activation", "sigma_w2", "width"]):
+        mean = g.groupby("layer")["transitions_total"].mean()
+        rows.append({"activation": act, "sigma_w2": s2, "width": k, f"transitions_depth{deep}": mean.iloc[-1],
+                     "mean_ratio_per_layer": float(np.exp(np.log(mean.clip(lower=1)).diff().mean()))})
+    return pd.DataFrame(rows)
+
+
+def f5_figure(table: pd.DataFrame, s: dict):
+    fig, axes = plotting.panels(1, width=5.4, height=4.0)
+    data = table[table["layer"] > 0]
+    data = data.assign(setting=[f"k={k}, $\\sigma_w^2$={s2:g}" for k, s2 in zip(data["width"], data["sigma_w2"])])
+    sns.scatterplot(data=data, x="length", y="transitions_total", hue="setting", style="setting", s=18,
+                    palette="viridis", ax=axes[0])
+    axes[0].set(xscale="log", yscale="log", xlabel="trajectory length at layer d",
+                ylabel="transitions of the depth-d net")
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"EP-F5: transitions vs length, {s['activation']}, one point per net and depth")
+    return fig
+
+
+def f5_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Slope of log(transitions) against log(length) per setting (Theorem 4: about 1)."""
+    rows = []
+    for (k, s2), g in table[(table["layer"] > 0) & (table["transitions_total"] > 0)].groupby(["width", "sigma_w2"]):
+        slope = np.polyfit(np.log(g["length"]), np.log(g["transitions_total"]), 1)[0] if len(g) > 2 else np.nan
+        rows.append({"width": k, "sigma_w2": s2, "loglog_slope": slope,
+                     "transitions_per_unit_length": (g["transitions_total"] / g["length"]).median()})
+    return pd.DataFrame(rows)
+
+
+def f12_figure(table: pd.DataFrame, s: dict):
+    widths = sorted(table["width"].unique())
+    fig, axes = plotting.panels(len(widths), width=3.6, integer_x=True)
+    data = _hue(table, "sigma_w2", "$\\sigma_w^2$")
+    for ax, k in zip(axes, widths):
+        sns.lineplot(data=data[data["width"] == k], x="layer", y="length", hue="$\\sigma_w^2$", palette="viridis",
+                     errorbar="se", ax=ax, legend=ax is axes[-1])
+        ax.set(yscale="log", title=f"width {k}", ylabel="trajectory length")
+    fig.suptitle(f"EP-F12: circle between {table['points'].iloc[0]} points through ReLU nets")
+    return fig
+
+
+def length_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per setting: mean length at the last layer and the mean per-layer length ratio."""
+    rows = []
+    for (act, s2, k), g in table.groupby(["activation", "sigma_w2", "width"]):
+        mean = g.groupby("layer")["length"].mean()
+        rows.append({"activation": act, "sigma_w2": s2, "width": k, "length_last": mean.iloc[-1],
+                     "mean_ratio_per_layer": (mean.iloc[-1] / mean.iloc[0]) ** (1 / mean.index.max())})
+    return pd.DataFrame(rows)
+
+
+def f13_parts(s: dict) -> dict[str, dict]:
+    return {"by-width": {}, "by-sigma": {}}
+
+
+def f13_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
+    """Hard-tanh nets: lengths per layer for several widths at one sigma_w^2, and for several
+    sigma_w^2 at one width, with EP Theorem 3's per-layer bounds."""
+    _, seed = resolve_part(f13_parts(s), s["seed"], key)
+    dev = resolve_device(device)
+    grid = ([(s["sigma_w2_fixed"], k) for k in s["widths"]] if key == "by-width"
+            else [(s2, s["width_fixed"]) for s2 in s["sigma_w2"]])
+    frames = []
+    for j, (s2, k) in enumerate(grid):
+        df = circle_rows(s, part_seed(seed, j), dev, "hardtanh", s2, k, s["depth"])
+        ratio = df.groupby("net")["length"].transform(lambda v: v / v.shift(1))
+        lower, upper = ep_hardtanh_growth_bounds(k, float(np.sqrt(s2)))
+        frames.append(df.assign(length_ratio=ratio, lower_bound=lower, upper_bound=upper))
+    return pd.concat(frames, ignore_index=True).assign(sweep=key)
+
+
+def f13_figure(table: pd.DataFrame, s: dict):
+    fig, axes = plotting.panels(4, width=3.8, height=3.4)
+    by_k = table[table["sweep"] == "by-width"]
+    by_s = table[table["sweep"] == "by-sigma"]
+    sns.lineplot(data=_hue(by_k, "width", "k"), x="layer", y="length", hue="k", palette="viridis", errorbar="se",
+                 ax=axes[0])
+    axes[0].set(yscale="log", title=f"(a) $\\sigma_w^2$ = {s['sigma_w2_fixed']:g}", ylabel="trajectory length")
+    sns.lineplot(data=_hue(by_s, "sigma_w2", "$\\sigma_w^2$"), x="layer", y="length", hue="$\\sigma_w^2$",
+                 palette="viridis", errorbar="se", ax=axes[1])
+    axes[1].set(yscale="log", title=f"(b) k = {s['width_fixed']}", ylabel="trajectory length")
+    for ax, data, x, title in ((axes[2], by_k, "width", f"(c) $\\sigma_w^2$ = {s['sigma_w2_fixed']:g}"),
+                               (axes[3], by_s, "sigma_w2", f"(d) k = {s['width_fixed']}")):
+        per = data[data["layer"] > 0].groupby([x, "net"], as_index=False).agg(
+            ratio=("length_ratio", "mean"), lower=("lower_bound", "first"), upper=("upper_bound", "first"))
+        sns.lineplot(data=per, x=x, y="ratio", marker="o", errorbar="se", ax=ax, color="C0", label="measured")
+        bounds = per.groupby(x, as_index=False)[["lower", "upper"]].first()
+        ax.plot(bounds[x], bounds["upper"], "k--", lw=1, label="upper bound")
+        ax.plot(bounds[x], bounds["lower"], "k:", lw=1, label="lower bound")
+        ax.set(xscale="log" if x == "width" else "linear", title=title,
+               xlabel="width k" if x == "width" else "$\\sigma_w^2$", ylabel="length ratio, layer d+1 / d")
+        ax.legend(fontsize=7)
+    fig.suptitle(f"EP-F13: circle between random vectors through hard-tanh nets, EP Theorem 3 dashed/dotted")
+    return fig
+
+
+def f13_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Mean length ratio per setting between EP Theorem 3's bounds."""
+    per = table[table["layer"] > 0].groupby(["sweep", "width", "sigma_w2"], as_index=False).agg(
+        length_ratio=("length_ratio", "mean"), lower_bound=("lower_bound", "first"),
+        upper_bound=("upper_bound", "first"))
+    return per.assign(within_bounds=(per["length_ratio"] >= per["lower_bound"])
+                      & (per["length_ratio"] <= per["upper_bound"]))
+
+
+# --- dichotomies: EP-F14, F15, F16 ---------------------------------------------------------------------
+
+
+def dichotomy_parts(s: dict) -> dict[str, dict]:
+    return {"sweeps": {}}
+
+
+def _sweep_nets(s: dict, key: str, device: str, layers_of) -> pd.DataFrame:
+    """For every width and net: sweep each layer ``layers_of(depth)`` and count, at every depth
+    above it, dichotomies, label flips and transitions."""
+    _, seed = resolve_part(dichotomy_parts(s), s["seed"], key)
+    dev = resolve_device(device)
+    sigma_w = float(np.sqrt(s["sigma_w2"]))
+    x = torch.randn(s["n_inputs"], s["input_dim"], generator=torch.Generator().manual_seed(seed), dtype=DTYPE)
+    x = normalise(x)
+    rows = []
+    for j, k in enumerate(s["widths"]):
+        for i in range(s["n_nets"]):
+            net_seed = part_seed(seed, 1000 * j + i)
+            widths = [s["input_dim"]] + [k] * s["depth"]
+            net = random_net(widths, "gaussian", sigma_w, bias=s["sigma_b"], activation="hardtanh", seed=net_seed,
+                             device=dev, dtype=DTYPE)
+            other = random_net(widths, "gaussian", sigma_w, bias=s["sigma_b"], activation="hardtanh",
+                               seed=net_seed + 1, device=dev, dtype=DTYPE)  # W1 of every swept layer
+            readouts = torch.randn(s["depth"], k, generator=torch.Generator().manual_seed(net_seed + 2),
+                                   dtype=DTYPE).to(dev)
+            for layer in layers_of(s["depth"]):
+                sw = sweep(net, other.weights[layer], x, layer, readouts, s["n_steps"])
+                for d, dich, flips, trans, first in zip(sw.depths, sw.dichotomies, sw.label_flips, sw.transitions,
+                                                        sw.first_labels):
+                    rows.append({"width": k, "net": i, "net_seed": net_seed, "swept_layer": layer, "depth": d,
+                                 "remaining_depth": d - layer, "dichotomies": dich, "label_flips": flips,
+                                 "transitions": trans, "first_labels": "".join(map(str, first))})
+        log.info("width %d: %d nets swept", k, s["n_nets"])
+    return pd.DataFrame(rows).assign(n_inputs=s["n_inputs"], sigma_w2=s["sigma_w2"], sigma_b=s["sigma_b"],
+                                     n_steps=s["n_steps"], device=str(dev))
+
+
+def f14_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
+    return _sweep_nets(s, key, device, lambda depth: [0])
+
+
+def f14_figure(table: pd.DataFrame, s: dict):
+    fig, axes = plotting.panels(2, width=4.6)
+    sns.lineplot(data=_hue(table, "width", "width"), x="depth", y="dichotomies", hue="width", palette="viridis",
+                 marker="o", errorbar="se", ax=axes[0])
+    sns.lineplot(data=_hue(table, "depth", "depth"), x="width", y="dichotomies", hue="depth", palette="viridis",
+                 marker="o", errorbar="se", ax=axes[1])
+    for ax in axes:
+        ax.axhline(2 ** s["n_inputs"], color="C0", ls="--", lw=1)
+        ax.set(yscale="log")
+    axes[1].set(xscale="log")
+    fig.suptitle(f"EP-F14: dichotomies of {s['n_inputs']} inputs sweeping the first layer along a great circle, "
+                 f"hard-tanh, $\\sigma_w^2$ = {s['sigma_w2']:g}, $\\sigma_b$ = {s['sigma_b']:g}")
+    return fig
+
+
+def dichotomy_summary(table: pd.DataFrame) -> pd.DataFrame:
+    return table.groupby(["width", "swept_layer", "depth", "remaining_depth"], as_index=False).agg(
+        dichotomies=("dichotomies", "mean"), label_flips=("label_flips", "mean"), transitions=("transitions", "mean"))
+
+
+def f15_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
+    return _sweep_nets(s, key, device, lambda depth: list(range(depth)))
+
+
+def f15_figure(table: pd.DataFrame, s: dict):
+    fig, axes = plotting.panels(1, width=5.2, height=3.8, integer_x=True)
+    data = _hue(table, "depth", "net depth")
+    sns.lineplot(data=data, x="remaining_depth", y="dichotomies", hue="net depth", palette="viridis",
+                 errorbar="se", ax=axes[0])
+    axes[0].axhline(2 ** s["n_inputs"], color="C0", ls="--", lw=1, label=f"$2^{{{s['n_inputs']}}}$")
+    axes[0].set(yscale="log", xlabel="remaining depth (layers above the swept one)")
+    axes[0].set_title(f"EP-F15: dichotomies vs remaining depth, k = {s['widths'][0]}, "
+                      f"$\\sigma_w^2$ = {s['sigma_w2']:g}", fontsize=9)
+    return fig
+
+
+def f16_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
+    """Sweeps of the first layer, and the random walk with as many label flips as each net had."""
+    _, seed = resolve_part(dichotomy_parts(s), s["seed"], key)
+    df = _sweep_nets(s, key, device, lambda depth: [0])
+    walks = [random_walk(np.array(list(f), dtype=np.int64), int(n), s["n_walks"], part_seed(seed, 10_000 + i))
+             for i, (f, n) in enumerate(zip(df["first_labels"], df["label_flips"]))]
+    return df.assign(random_walk_dichotomies=walks)
+
+
+def f16_figure(table: pd.DataFrame, s: dict):
+    fig, axes = plotting.panels(1, width=5.2, height=3.8)
+    per = table.groupby("depth", as_index=False)[["label_flips", "dichotomies", "random_walk_dichotomies"]].mean()
+    sns.scatterplot(data=table.assign(depth=table["depth"].astype(str)), x="label_flips", y="dichotomies", hue="depth",
+                    palette="viridis", ax=axes[0], s=20)
+    order = per.sort_values("label_flips")
+    axes[0].plot(order["label_flips"], order["random_walk_dichotomies"], "k-", lw=1, label="random walk")
+    axes[0].axhline(2 ** s["n_inputs"], color="C0", ls="--", lw=1)
+    axes[0].set(xscale="log", yscale="log", xlabel="output transitions (label flips along the sweep)",
+                ylabel="unique dichotomies")
+    axes[0].legend(fontsize=7, title="depth")
+    axes[0].set_title(f"EP-F16: hard-tanh, $\\sigma_w^2$ = {s['sigma_w2']:g}, s = {s['n_inputs']}", fontsize=9)
+    return fig
+
+
+def f16_summary(table: pd.DataFrame) -> pd.DataFrame:
+    return table.groupby("depth", as_index=False).agg(
+        label_flips=("label_flips", "mean"), transitions=("transitions", "mean"),
+        dichotomies=("dichotomies", "mean"), random_walk_dichotomies=("random_walk_dichotomies", "mean"))
+
+
+def f3_figure(table: pd.DataFrame, s: dict):
+    return projection_figure(table, f"EP-F3: a circle through a {s['activation']} net, width {s['width']}, "
+                                    f"$\\sigma_w^2$ = {s['sigma_w2']:g}, after each layer (top two principal directions)")
+
+
 register(Experiment("EP-F1", net_parts, plane_measure, f1_figure, plane_summary))
+register(Experiment("EP-F2", grid_parts, grid_measure, f2_figure, transitions_summary))
+register(Experiment("EP-F3", projection_parts, projection_measure, f3_figure, projection_summary))
+register(Experiment("EP-F5", grid_parts, grid_measure, f5_figure, f5_summary))
+register(Experiment("EP-F12", grid_parts, grid_measure, f12_figure, length_summary))
+register(Experiment("EP-F13", f13_parts, f13_measure, f13_figure, f13_summary))
+register(Experiment("EP-F14", dichotomy_parts, f14_measure, f14_figure, dichotomy_summary))
+register(Experiment("EP-F15", dichotomy_parts, f15_measure, f15_figure, dichotomy_summary))
+register(Experiment("EP-F16", dichotomy_parts, f16_measure, f16_figure, f16_summary))

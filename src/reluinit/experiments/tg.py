@@ -1,0 +1,379 @@
+"""TG: trajectory growth in sparse random ReLU nets (TG-F1 to TG-F5), and the trajectory helpers
+EP's random-net experiments share.
+
+Choices the paper leaves open (also in the README):
+* MNIST points are indexed from 0: TG's "101st and 1001st" test points are indices 100 and 1000.
+  "Normalised" points (TG and EP alike): pixels in [0, 1], then every point scaled to norm
+  sqrt(n_0), i.e. unit root-mean-square coordinate, the input scale for which N(0, sigma_w^2/k)
+  weights give first-layer pre-activations of variance sigma_w^2 ("accounting for input scaling",
+  EP). Random points are Gaussian directions at that norm, a fresh pair for every net.
+* The growth factor is TG's: ‖dz(d+1)‖/‖dz(d)‖ per piece of the discretised path, averaged over
+  pieces, then over the layers of a net, then over nets.
+* Depth is not given: 20 layers for TG-F2 (its figure's axis), 10 for the growth-factor sweeps.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+import torch
+
+from .. import datasets, plotting
+from ..nets import resolve_device
+from ..regions import split_lines
+from ..sampling import DISTRIBUTIONS, random_net, sigma_of_discrete, subvector_norms
+from ..theory import tg_growth_lower_bound
+from ..trajectories import make_path, measure, project_2d
+from . import Experiment, part_seed, register, resolve_part
+
+log = logging.getLogger(__name__)
+
+DTYPE = torch.float64
+
+
+# --- shared with EP ----------------------------------------------------------------------------
+
+
+def endpoints(s: dict, seed: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two points a path joins, normalised (module doc): test images ``s["points"]`` of
+    ``s["dataset"]`` when the settings name a dataset, else two random vectors of ``R^input_dim``
+    drawn from ``seed``."""
+    if "dataset" in s:
+        data = datasets.load(s["dataset"], s["data_dir"], train=False, scale=s["scale"])
+        idx = list(s["points"])
+        if max(idx) >= len(data.x):
+            raise ValueError(f"points {idx} are beyond the {len(data.x)} test images of {data.name}")
+        x = data.x[idx].flatten(1).to(DTYPE)
+    else:
+        x = torch.randn(2, s["input_dim"], generator=torch.Generator().manual_seed(seed), dtype=DTYPE)
+    x = normalise(x)
+    return x[0].to(device), x[1].to(device)
+
+
+def normalise(x: torch.Tensor) -> torch.Tensor:
+    """Rows scaled to norm sqrt(dimension): unit root-mean-square coordinate."""
+    return x / x.norm(dim=1, keepdim=True) * x.shape[1] ** 0.5
+
+
+def dataset_name(s: dict) -> str:
+    if "dataset" not in s:
+        return f"random R^{s['input_dim']}"
+    return datasets.QUICK_STAND_INS.get(s["dataset"], s["dataset"]) if s["scale"] == "quick" else s["dataset"]
+
+
+def path_rows(net, path, n_pieces: int, /, **labels) -> pd.DataFrame:
+    """One row per layer (0 = input) of what ``trajectories.measure`` sums along ``path``."""
+    st = measure(net, path, n_pieces, transitions=net.activation != "tanh", patterns=net.activation != "tanh")
+    return pd.DataFrame({"layer": np.arange(len(st.length)), "length": st.length, "length_pre": st.length_pre,
+                         "growth": st.growth, "transitions": st.transitions, "patterns": st.patterns}).assign(
+        n_pieces=n_pieces, **labels)
+
+
+def projection_parts(s: dict) -> dict[str, dict]:
+    return {"circle": {}}
+
+
+def projection_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
+    """A circle's image after the chosen layers, on its own two principal directions (TG-F1,
+    EP-F3), with the full-dimensional length of each image."""
+    _, seed = resolve_part(projection_parts(s), s["seed"], key)
+    dev = resolve_device(device)
+    sigma_w = s["sigma_w"] if "sigma_w" in s else float(np.sqrt(s["sigma_w2"]))
+    bias = s["bias"] if "bias" in s else s["sigma_b"]
+    net = random_net([s["input_dim"]] + [s["width"]] * max(s["layers"]), "gaussian", sigma_w, bias=bias,
+                     activation=s["activation"], seed=seed, device=dev, dtype=DTYPE)
+    path = make_path("arc", *endpoints(s, seed + 1, dev))
+    proj = project_2d(net, path, s["n_points"], s["layers"])
+    lengths = path_rows(net, path, s["n_points"] - 1).set_index("layer")["length_pre"]
+    t = np.linspace(0, 1, s["n_points"])
+    return pd.concat([pd.DataFrame({"layer": layer, "t": t, "u": uv[:, 0], "v": uv[:, 1], "length": lengths[layer]})
+                      for layer, uv in proj.items()], ignore_index=True).assign(
+        net_seed=seed, sigma_w=sigma_w, width=s["width"], activation=s["activation"], device=str(dev))
+
+
+def projection_figure(table: pd.DataFrame, title: str):
+    layers = sorted(table["layer"].unique())
+    fig, axes = plotting.panels(len(layers), width=3.0, height=3.0)
+    for ax, layer in zip(axes, layers):
+        g = table[table["layer"] == layer]
+        ax.scatter(g["u"], g["v"], c=g["t"], cmap="viridis", s=2)
+        ax.set(title="input" if layer == 0 else f"layer {layer}", xticks=[], yticks=[], aspect="equal")
+        ax.text(0.02, 0.02, f"length {g['length'].iloc[0]:.3g}", transform=ax.transAxes, fontsize=8)
+    fig.suptitle(title)
+    return fig
+
+
+def projection_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """The image's full-dimensional length at each projected layer, and its ratio to the input's."""
+    per = table.groupby("layer")["length"].first().reset_index()
+    return per.assign(ratio_to_input=per["length"] / per["length"].iloc[0])
+
+
+def _labels(seed: int, dev) -> dict:
+    return {"net_seed": seed, "device": str(dev)}
+
+
+# --- TG-F1 -------------------------------------------------------------------------------------
+
+
+def f1_figure(table: pd.DataFrame, s: dict):
+    return projection_figure(table, f"TG-F1: a circle through a ReLU net (width {s['width']}, $\\sigma_w$ = "
+                                    f"{s['sigma_w']:g}), pre-activations on their top two principal directions")
+
+
+# --- TG-F2: length per layer, one curve per density ----------------------------------------------
+
+
+def f2_parts(s: dict) -> dict[str, dict]:
+    return {f"alpha{a:g}": {"alpha": a} for a in s["alphas"]}
+
+
+def f2_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
+    """Length of the image of a straight line after every layer, for ``n_nets`` sparse-Gaussian
+    nets: from ``n_pieces`` pieces as in the paper, and exactly (every breakpoint) for the layers
+    where at most ``exact_max_intervals`` linear pieces make it affordable."""
+    p, seed = resolve_part(f2_parts(s), s["seed"], key)
+    dev = resolve_device(device)
+    x0, x1 = endpoints(s, seed, dev)
+    path = make_path("line", x0, x1)
+    frames = []
+    for i in range(s["n_nets"]):
+        net_seed = part_seed(seed, i)
+        net = random_net([len(x0)] + [s["width"]] * s["depth"], "gaussian", s["sigma_w"], alpha=p["alpha"],
+                         bias=s["bias"], seed=net_seed, device=dev, dtype=DTYPE)
+        rows = path_rows(net, path, s["n_pieces"], net=i, **_labels(net_seed, dev))
+        exact = split_lines(net, x0[None], x1[None], keep_pattern=False, max_intervals=s["exact_max_intervals"])
+        length_exact = np.full(len(rows), np.nan)
+        length_exact[0] = float((x1 - x0).norm())
+        length_exact[1: 1 + len(exact.length_post)] = exact.length_post[:, 0].cpu().numpy()
+        frames.append(rows.assign(length_exact=length_exact))
+        if i % 10 == 0 or i == s["n_nets"] - 1:
+            log.info("%s net %d/%d: length at layer %d = %.4g (exact up to layer %d)", key, i + 1, s["n_nets"],
+                     s["depth"], rows["length"].iloc[-1], len(exact.length_post))
+    df = pd.concat(frames, ignore_index=True)
+    return df.assign(alpha=p["alpha"], sigma_w=s["sigma_w"], width=s["width"], distribution="gaussian",
+                     discretisation_error=1 - df["length"] / df["length_exact"], points=dataset_name(s))
+
+
+def f2_figure(table: pd.DataFrame, s: dict):
+    fig, axes = plotting.panels(2, width=4.8, integer_x=True)
+    data = table.assign(**{"$\\alpha$": table["alpha"].map(lambda a: f"{a:g}")})
+    sns.lineplot(data=data, x="layer", y="length", hue="$\\alpha$", palette="viridis", errorbar="se", ax=axes[0])
+    axes[0].set(yscale="log", ylabel="E[length of $z^{(d)}$]", xlabel="layer d")
+    exact = data.dropna(subset=["discretisation_error"])
+    exact = exact[exact["layer"] > 0]
+    if len(exact):
+        sns.lineplot(data=exact, x="layer", y="discretisation_error", hue="$\\alpha$", palette="viridis",
+                     marker="o", errorbar=None, ax=axes[1], legend=False)
+        axes[1].set(yscale="log")
+    axes[1].set(xlabel="layer d", ylabel="1 - (discretised / exact length)",
+                title=f"{s['n_pieces']:,} pieces vs every breakpoint")
+    fig.suptitle(f"TG-F2: line between {table['points'].iloc[0]} points through sparse-Gaussian ReLU nets, "
+                 f"$\\sigma_w$ = {s['sigma_w']:g}, width {s['width']}, {s['n_nets']} nets")
+    return fig
+
+
+def f2_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per density: mean length at the first and last layer, the mean per-layer growth of the
+    mean length, and the largest discretisation error measured."""
+    rows = []
+    for alpha, g in table.groupby("alpha"):
+        mean = g.groupby("layer")["length"].mean()
+        depth = mean.index.max()
+        rows.append({"alpha": alpha, "length_input": mean.iloc[0], f"length_layer{depth}": mean.iloc[-1],
+                     "mean_growth_per_layer": (mean.iloc[-1] / mean.iloc[0]) ** (1 / depth),
+                     "exact_layers": int(g.dropna(subset=["length_exact"])["layer"].max()),
+                     "max_discretisation_error": g["discretisation_error"].max()})
+    return pd.DataFrame(rows)
+
+
+# --- TG-F3, TG-F5: the growth factor vs sigma_w and vs alpha, three distributions ----------------
+
+
+def _settings_grid(s: dict, sweep: str, dist: str) -> list[tuple[float, float]]:
+    """(sigma_w, alpha) pairs of a sweep; the discrete family sweeps its integer C."""
+    if sweep == "alpha":
+        return [(s["sigma_w"], a) for a in s["alphas"]]
+    sigmas = [sigma_of_discrete(C) for C in s["discrete_C"]] if dist == "discrete" else s["sigma_ws"]
+    return [(sg, s["alpha"]) for sg in sigmas]
+
+
+def growth_rows(s: dict, dist: str, sweep: str, path_kind: str, seed: int, dev, n_pieces: int | None = None,
+                n_nets: int | None = None) -> pd.DataFrame:
+    """Growth factor per layer of ``n_nets`` nets for every setting of a sweep."""
+    frames = []
+    for j, (sigma_w, alpha) in enumerate(_settings_grid(s, sweep, dist)):
+        for i in range(n_nets or s["n_nets"]):
+            net_seed = part_seed(seed, 1000 * j + i)
+            x0, x1 = endpoints(s, net_seed + 1, dev)
+            net = random_net([len(x0)] + [s["width"]] * s["depth"], dist, sigma_w, alpha=alpha, bias=s["bias"],
+                             seed=net_seed, device=dev, dtype=DTYPE)
+            path = make_path(path_kind, x0, x1, n_arcs=s.get("n_arcs", 100), seed=net_seed + 2)
+            frames.append(path_rows(net, path, n_pieces or s["n_pieces"], net=i, sigma_w=sigma_w, alpha=alpha,
+                                    **_labels(net_seed, dev)))
+        g = pd.concat(frames[-(n_nets or s["n_nets"]):])
+        log.info("%s %s sigma_w=%.3g alpha=%.2f: growth %.4f (bound %.4f)", dist, path_kind, sigma_w, alpha,
+                 g.loc[g["layer"] > 0, "growth"].mean(), tg_growth_lower_bound(dist, sigma_w, alpha))
+    df = pd.concat(frames, ignore_index=True)
+    bound = [tg_growth_lower_bound(dist, sg, a) for sg, a in zip(df["sigma_w"], df["alpha"])]
+    return df.assign(distribution=dist, sweep=sweep, path=path_kind, width=s["width"], lower_bound=bound,
+                     points=dataset_name(s))
+
+
+def f3_parts(s: dict) -> dict[str, dict]:
+    return {d: {"dist": d} for d in s["distributions"]}
+
+
+def _f3_measure(sweep: str):
+    def measure_(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
+        p, seed = resolve_part(f3_parts(s), s["seed"], key)
+        return growth_rows(s, p["dist"], sweep, "line", seed, resolve_device(device))
+    return measure_
+
+
+def net_growth(table: pd.DataFrame) -> pd.DataFrame:
+    """One growth factor per net: the mean over its layers (TG averages pieces, layers and nets)."""
+    keys = ["path", "sweep", "distribution", "sigma_w", "alpha", "net"]
+    return table[table["layer"] > 0].groupby(keys, as_index=False).agg(growth=("growth", "mean"),
+                                                                        lower_bound=("lower_bound", "first"))
+
+
+def growth_panel(ax, table: pd.DataFrame, x: str):
+    per_net = net_growth(table)
+    palette = dict(zip(DISTRIBUTIONS, sns.color_palette("viridis", 3)))
+    sns.lineplot(data=per_net, x=x, y="growth", hue="distribution", palette=palette, marker="o", errorbar="se", ax=ax)
+    bounds = per_net.groupby(["distribution", x], as_index=False)["lower_bound"].first()
+    for dist, g in bounds.groupby("distribution"):
+        ax.plot(g[x], g["lower_bound"], ls="--", color=palette[dist], label=f"{dist} bound")
+    ax.axhline(1.0, color="0.5", lw=0.8)
+    ax.set(xlabel="$\\sigma_w$" if x == "sigma_w" else "density $\\alpha$",
+           ylabel="E[$\\|dz^{(d+1)}\\| / \\|dz^{(d)}\\|$]")
+    ax.legend(fontsize=7)
+
+
+def f3a_figure(table: pd.DataFrame, s: dict):
+    fig, axes = plotting.panels(1, width=5.0, height=3.8)
+    growth_panel(axes[0], table, "sigma_w")
+    axes[0].set_title(f"TG-F3a: growth factor vs $\\sigma_w$, $\\alpha$ = {s['alpha']:g}, width {s['width']}, "
+                      f"dashed: Corollaries 1-3", fontsize=9)
+    return fig
+
+
+def f3b_figure(table: pd.DataFrame, s: dict):
+    fig, axes = plotting.panels(1, width=5.0, height=3.8)
+    growth_panel(axes[0], table, "alpha")
+    axes[0].set_title(f"TG-F3b: growth factor vs density, $\\sigma_w$ = {s['sigma_w']:g}, width {s['width']}, "
+                      f"dashed: Corollaries 1-3", fontsize=9)
+    return fig
+
+
+def growth_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Mean growth factor per setting and distribution, with its bound and the spread between
+    distributions at the same (sigma_w, alpha) (TG's universality: the same for all three)."""
+    per_net = net_growth(table)
+    out = per_net.groupby(["path", "sweep", "distribution", "sigma_w", "alpha"], as_index=False).agg(
+        growth=("growth", "mean"), growth_se=("growth", "sem"), lower_bound=("lower_bound", "first"))
+    key = out["sigma_w"].round(9).astype(str) + "/" + out["alpha"].astype(str) + "/" + out["path"]
+    spread = out.groupby(key)["growth"].transform(lambda g: (g.max() - g.min()) / g.mean() if len(g) > 1 else np.nan)
+    return out.assign(spread_between_distributions=spread)
+
+
+# --- TG-F4: E‖u_J‖ -------------------------------------------------------------------------------
+
+
+def f4_parts(s: dict) -> dict[str, dict]:
+    return {"subvectors": {}}
+
+
+def f4_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
+    """Monte Carlo E‖u_J‖/‖u‖ for u uniform on the sphere (one u per k) and u one-hot."""
+    _, seed = resolve_part(f4_parts(s), s["seed"], key)
+    rows = []
+    for k in s["ks"]:
+        gen = torch.Generator().manual_seed(part_seed(seed, k))
+        sphere = torch.randn(k, generator=gen, dtype=DTYPE)
+        for kind, u in (("sphere", sphere / sphere.norm()), ("one-hot", torch.eye(k, dtype=DTYPE)[0])):
+            for j, alpha in enumerate(s["alphas"]):
+                norms = subvector_norms(u, alpha, s["n_draws"], part_seed(seed, 7919 * k + j))
+                rows.append({"u": kind, "k": k, "alpha": alpha, "mean_norm": norms.mean(),
+                             "se": norms.std(ddof=1) / np.sqrt(len(norms)), "n_draws": len(norms),
+                             "sqrt_alpha": np.sqrt(alpha)})
+    return pd.DataFrame(rows)
+
+
+def f4_figure(table: pd.DataFrame, s: dict):
+    fig, axes = plotting.panels(2, width=4.4)
+    for ax, kind in zip(axes, ["sphere", "one-hot"]):
+        g = table[table["u"] == kind].assign(k=lambda d: d["k"].astype(str))
+        sns.lineplot(data=g, x="alpha", y="mean_norm", hue="k", marker="o", palette="viridis", ax=ax)
+        a = np.linspace(0, 1, 101)
+        ax.plot(a, np.sqrt(a), "k--", lw=1, label="$\\sqrt{\\alpha}$ (upper bound)")
+        ax.plot(a, a, "k:", lw=1, label="$\\alpha$ (Lemma 7)")
+        ax.set(xlabel="$\\alpha$", ylabel="E$\\|u_J\\|$ / $\\|u\\|$",
+               title=f"u {'uniform on the sphere' if kind == 'sphere' else 'one-hot'}")
+        ax.legend(fontsize=7)
+    fig.suptitle(f"TG-F4: norm of a random sub-vector, {s['n_draws']:,} draws per point")
+    return fig
+
+
+def f4_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Largest deviation from sqrt(alpha) (sphere) and from alpha (one-hot), in standard errors."""
+    target = np.where(table["u"] == "sphere", table["sqrt_alpha"], table["alpha"])
+    t = table.assign(target=target, deviation=table["mean_norm"] - target)
+    return t.groupby(["u", "k"], as_index=False).agg(max_abs_deviation=("deviation", lambda d: d.abs().max()),
+                                                     max_se=("se", "max"))
+
+
+# --- TG-F5: random points, straight and curved paths ----------------------------------------------
+
+
+def f5_parts(s: dict) -> dict[str, dict]:
+    parts = {f"{path}-{sweep}": {"path": path, "sweep": sweep} for path in ("line", "semicircles")
+             for sweep in ("sigma_w", "alpha")}
+    parts["convergence"] = {"path": "semicircles", "sweep": "convergence"}
+    return parts
+
+
+def f5_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
+    """Growth factors of the three families on paths between random points; the ``convergence``
+    part refines the curved path's discretisation (Gaussian nets, sigma_w and alpha fixed)."""
+    p, seed = resolve_part(f5_parts(s), s["seed"], key)
+    dev = resolve_device(device)
+    if p["sweep"] != "convergence":
+        return pd.concat([growth_rows(s, d, p["sweep"], p["path"], part_seed(seed, i), dev)
+                          for i, d in enumerate(s["distributions"])], ignore_index=True)
+    frames = [growth_rows(s, "gaussian", "alpha", "semicircles", seed, dev, n_pieces=n, n_nets=s["convergence_nets"])
+              for n in s["convergence_pieces"]]
+    return pd.concat(frames, ignore_index=True).assign(sweep="convergence")
+
+
+def f5_figure(table: pd.DataFrame, s: dict):
+    fig, axes = plotting.panels(5, width=3.8, height=3.4)
+    main = table[table["sweep"] != "convergence"]
+    for ax, (path, sweep), tag in zip(axes, [("line", "sigma_w"), ("line", "alpha"), ("semicircles", "sigma_w"),
+                                             ("semicircles", "alpha")], "abcd"):
+        growth_panel(ax, main[(main["path"] == path) & (main["sweep"] == sweep)], sweep)
+        ax.set_title(f"({tag}) {'straight line' if path == 'line' else 'curved path'}", fontsize=9)
+    conv = table[table["sweep"] == "convergence"]
+    if len(conv):
+        per = conv[conv["layer"] > 0].groupby(["n_pieces", "alpha", "layer"], as_index=False)["length"].mean()
+        finest = per[per["n_pieces"] == per["n_pieces"].max()].set_index(["alpha", "layer"])["length"]
+        per["rel_diff"] = (per.set_index(["alpha", "layer"])["length"] / finest - 1).abs().to_numpy()
+        per = per[per["n_pieces"] < per["n_pieces"].max()]
+        sns.lineplot(data=per.assign(layer=per["layer"].astype(str)), x="n_pieces", y="rel_diff", hue="layer",
+                     palette="viridis", marker="o", errorbar=None, ax=axes[4])
+        axes[4].set(xscale="log", yscale="log", xlabel="pieces", ylabel="|length / finest - 1|",
+                    title="(e) curved path: refining the discretisation")
+    fig.suptitle(f"TG-F5: random points in $R^{{{s['input_dim']}}}$, width {s['width']}, dashed: Corollaries 1-3")
+    return fig
+
+
+register(Experiment("TG-F1", projection_parts, projection_measure, f1_figure, projection_summary))
+register(Experiment("TG-F2", f2_parts, f2_measure, f2_figure, f2_summary))
+register(Experiment("TG-F3a", f3_parts, _f3_measure("sigma_w"), f3a_figure, growth_summary))
+register(Experiment("TG-F3b", f3_parts, _f3_measure("alpha"), f3b_figure, growth_summary))
+register(Experiment("TG-F4", f4_parts, f4_measure, f4_figure, f4_summary))
+register(Experiment("TG-F5", f5_parts, f5_measure, f5_figure, growth_summary))
