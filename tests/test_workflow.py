@@ -48,6 +48,10 @@ def test_paper_scale_dry_run_lists_the_catalogue_jobs(workdir):
     assert "'n_samples': 2000, 'input_dim': 500" in f1 and "'depth': 10" in f1
     f3 = re.search(r"OP-F3 \[v500\] at the paper scale.*", out).group(0)
     assert "'depth': 20" in f3 and "'n_samples': 1000" in f3
+    # TG-F2: one job per density, each 100 nets of width 784 on 10,000 pieces.
+    for alpha in (0.1, 0.5, 0.9):
+        tg = re.search(rf"TG-F2 \[alpha{alpha:g}\] at the paper scale.*", out).group(0)
+        assert "'width': 784" in tg and "'n_nets': 100" in tg and "'n_pieces': 10000" in tg
 
 
 def test_slurm_profile_dry_run(workdir):
@@ -60,7 +64,8 @@ def test_quick_scale_dry_run_is_small(workdir):
     run = snakemake("all", "-n", "--cores", "2", "--config", "scale=quick", cwd=workdir)
     assert run.returncode == 0, run.stderr
     jobs = _jobs(run.stdout)
-    assert jobs["measure"] == _n_parts("quick") and jobs["total"] < 100  # tens of jobs, not hundreds
+    # About five jobs per catalogue figure (parts, combine, figure, target), not hundreds.
+    assert jobs["measure"] == _n_parts("quick") and jobs["total"] < 5 * len(CONFIG["experiments"]) + 20
 
 
 def test_bad_config_stops_before_any_job(workdir):
@@ -97,6 +102,17 @@ def test_quick_scale_builds_every_target(workdir):
     assert ((he - 1).abs() < 0.10).all().all()
     glorot = means.loc[("glorot", widest), "act_ratio"]
     assert glorot.iloc[-1] < 0.5 * glorot.iloc[0]
+
+    # TG and EP tables: tidy, seeded, and the trends the papers report.
+    f2 = pd.read_csv(results / "TG" / "TG-F2.csv")
+    assert {"alpha", "net", "net_seed", "layer", "length", "length_exact", "discretisation_error"} <= set(f2.columns)
+    assert (f2["discretisation_error"].dropna() >= -1e-9).all() and f2["length_exact"].notna().any()
+    f3b = pd.read_csv(results / "TG" / "TG-F3b.csv")
+    dense = f3b[(f3b["alpha"] == 1.0) & (f3b["layer"] > 0)].groupby("distribution")["growth"].mean()
+    assert ((dense > 1.2) & (dense < 1.7)).all() and len(dense) == 3
+    assert (f3b["growth"].dropna() > 0).all() and (f3b.groupby("distribution")["lower_bound"].max() < 1).all()
+    f16 = pd.read_csv(results / "EP" / "EP-F16.csv")
+    assert (f16["dichotomies"] <= f16["label_flips"] + 1).all() and (f16["dichotomies"] <= 2 ** 15).all()
 
     # One figure again, by its short name: nothing to do, everything is up to date.
     again = snakemake("op_f2", "--cores", "1", "--config", "scale=quick", cwd=workdir)

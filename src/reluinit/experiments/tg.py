@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 import torch
+from matplotlib.ticker import NullFormatter
 
 from .. import datasets, plotting
 from ..nets import resolve_device
@@ -360,13 +361,14 @@ def f5_figure(table: pd.DataFrame, s: dict):
     conv = table[table["sweep"] == "convergence"]
     if len(conv):
         per = conv[conv["layer"] > 0].groupby(["n_pieces", "alpha", "layer"], as_index=False)["length"].mean()
-        finest = per[per["n_pieces"] == per["n_pieces"].max()].set_index(["alpha", "layer"])["length"]
-        per["rel_diff"] = (per.set_index(["alpha", "layer"])["length"] / finest - 1).abs().to_numpy()
-        per = per[per["n_pieces"] < per["n_pieces"].max()]
+        finest = per[per["n_pieces"] == per["n_pieces"].max()].drop(columns="n_pieces")
+        per = per[per["n_pieces"] < per["n_pieces"].max()].merge(finest, on=["alpha", "layer"], suffixes=("", "_finest"))
+        per["rel_diff"] = (per["length"] / per["length_finest"] - 1).abs()
         sns.lineplot(data=per.assign(layer=per["layer"].astype(str)), x="n_pieces", y="rel_diff", hue="layer",
                      palette="viridis", marker="o", errorbar=None, ax=axes[4])
         axes[4].set(xscale="log", yscale="log", xlabel="pieces", ylabel="|length / finest - 1|",
                     title="(e) curved path: refining the discretisation")
+        axes[4].xaxis.set_minor_formatter(NullFormatter())
     fig.suptitle(f"TG-F5: random points in $R^{{{s['input_dim']}}}$, width {s['width']}, dashed: Corollaries 1-3")
     return fig
 
