@@ -255,20 +255,16 @@ def growth_panel(ax, table: pd.DataFrame, x: str):
     ax.legend(fontsize=7)
 
 
-def f3a_figure(table: pd.DataFrame, s: dict):
-    fig, axes = plotting.panels(1, width=5.0, height=3.8)
-    growth_panel(axes[0], table, "sigma_w")
-    axes[0].set_title(f"TG-F3a: growth factor vs $\\sigma_w$, $\\alpha$ = {s['alpha']:g}, width {s['width']}, "
-                      f"dashed: Corollaries 1-3", fontsize=9)
-    return fig
-
-
-def f3b_figure(table: pd.DataFrame, s: dict):
-    fig, axes = plotting.panels(1, width=5.0, height=3.8)
-    growth_panel(axes[0], table, "alpha")
-    axes[0].set_title(f"TG-F3b: growth factor vs density, $\\sigma_w$ = {s['sigma_w']:g}, width {s['width']}, "
-                      f"dashed: Corollaries 1-3", fontsize=9)
-    return fig
+def _f3_figure(sweep: str):
+    def figure(table: pd.DataFrame, s: dict):
+        fig, axes = plotting.panels(1, width=6.0, height=4.0)
+        growth_panel(axes[0], table, sweep)
+        held = f"$\\alpha$ = {s['alpha']:g}" if sweep == "sigma_w" else f"$\\sigma_w$ = {s['sigma_w']:g}"
+        what = "$\\sigma_w$" if sweep == "sigma_w" else "density"
+        axes[0].set_title(f"TG-F3{'a' if sweep == 'sigma_w' else 'b'}: growth factor vs {what}, {held}, "
+                          f"width {s['width']}, dashed: Corollaries 1-3", fontsize=9)
+        return fig
+    return figure
 
 
 def growth_summary(table: pd.DataFrame) -> pd.DataFrame:
@@ -375,7 +371,7 @@ def f5_figure(table: pd.DataFrame, s: dict):
 
 register(Experiment("TG-F1", projection_parts, projection_measure, f1_figure, projection_summary))
 register(Experiment("TG-F2", f2_parts, f2_measure, f2_figure, f2_summary))
-register(Experiment("TG-F3a", f3_parts, _f3_measure("sigma_w"), f3a_figure, growth_summary))
-register(Experiment("TG-F3b", f3_parts, _f3_measure("alpha"), f3b_figure, growth_summary))
+register(Experiment("TG-F3a", f3_parts, _f3_measure("sigma_w"), _f3_figure("sigma_w"), growth_summary))
+register(Experiment("TG-F3b", f3_parts, _f3_measure("alpha"), _f3_figure("alpha"), growth_summary))
 register(Experiment("TG-F4", f4_parts, f4_measure, f4_figure, f4_summary))
 register(Experiment("TG-F5", f5_parts, f5_measure, f5_figure, growth_summary))
