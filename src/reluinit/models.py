@@ -1,0 +1,160 @@
+"""The torch models RP prunes: FFNN, a vanilla CNN, VGG16 (and 3x wide), CIFAR ResNets with doubled
+filters and their Stable variants; and the initializations (He, Glorot, any (sigma_w, sigma_b)).
+
+Choices:
+* The vanilla CNN has no pooling and uses periodic (circular) padding by default, so every layer
+  sees a translation-invariant input, as in the mean-field analysis of convolutions; ``padding=
+  "zeros"`` is the other option. Its classifier averages each channel over space.
+* VGG16 is the CIFAR variant (13 conv layers with batch norm, max-pooling, one linear classifier);
+  ``width`` multiplies every channel count (3 for 3xVGG16).
+* CIFAR ResNets: BasicBlocks, depth 6n + 2, channels [32, 64, 128] ("doubled filters"), 1x1
+  convolution shortcuts where the shape changes. The Stable ResNet divides each residual branch
+  (after its last batch norm) by sqrt(L), L the number of blocks (15/24/51 for ResNet32/50/104);
+  the shortcut is not scaled.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU}
+
+
+def _act(name: str) -> nn.Module:
+    try:
+        return ACTIVATIONS[name]()
+    except KeyError:
+        raise ValueError(f"unknown activation {name!r}; known: {sorted(ACTIVATIONS)}") from None
+
+
+class FFNN(nn.Sequential):
+    """Fully connected: ``depth`` hidden layers of ``width`` units, then a linear readout."""
+
+    def __init__(self, n_in: int, width: int, depth: int, n_out: int, activation: str = "relu", bias: bool = True):
+        layers: list[nn.Module] = [nn.Flatten()]
+        for i in range(depth):
+            layers += [nn.Linear(n_in if i == 0 else width, width, bias=bias), _act(activation)]
+        layers.append(nn.Linear(width if depth else n_in, n_out, bias=bias))
+        super().__init__(*layers)
+
+
+class VanillaCNN(nn.Sequential):
+    """``depth`` 3x3 convolutions of ``channels`` channels, stride 1, no pooling, then a spatial
+    average and a linear readout."""
+
+    def __init__(self, in_channels: int, channels: int, depth: int, n_out: int, activation: str = "relu",
+                 padding: str = "circular"):
+        if padding not in ("circular", "zeros"):
+            raise ValueError(f"padding must be 'circular' or 'zeros', not {padding!r}")
+        layers: list[nn.Module] = []
+        for i in range(depth):
+            layers += [nn.Conv2d(in_channels if i == 0 else channels, channels, 3, padding=1, padding_mode=padding),
+                       _act(activation)]
+        layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, n_out)]
+        super().__init__(*layers)
+
+
+VGG16_CFG = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"]
+
+
+class VGG16(nn.Sequential):
+    def __init__(self, in_channels: int = 3, n_out: int = 10, width: int = 1, activation: str = "relu"):
+        layers: list[nn.Module] = []
+        c = in_channels
+        for v in VGG16_CFG:
+            if v == "M":
+                layers.append(nn.MaxPool2d(2))
+            else:
+                layers += [nn.Conv2d(c, v * width, 3, padding=1), nn.BatchNorm2d(v * width), _act(activation)]
+                c = v * width
+        layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, n_out)]
+        super().__init__(*layers)
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, c_in: int, c_out: int, stride: int, activation: str, branch_scale: float):
+        super().__init__()
+        self.branch = nn.Sequential(
+            nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(c_out), _act(activation),
+            nn.Conv2d(c_out, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out))
+        self.shortcut = nn.Identity()
+        if stride != 1 or c_in != c_out:
+            self.shortcut = nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride=stride, bias=False), nn.BatchNorm2d(c_out))
+        self.branch_scale = branch_scale
+        self.out = _act(activation)
+
+    def forward(self, x):
+        return self.out(self.shortcut(x) + self.branch(x) * self.branch_scale)
+
+
+class ResNet(nn.Module):
+    """CIFAR ResNet of depth 6n + 2 with BasicBlocks; ``stable`` scales each branch by 1/sqrt(3n)."""
+
+    def __init__(self, depth: int = 32, n_out: int = 10, in_channels: int = 3, channels=(32, 64, 128),
+                 activation: str = "relu", stable: bool = False):
+        super().__init__()
+        if (depth - 2) % 6:
+            raise ValueError(f"a CIFAR ResNet has depth 6n + 2, not {depth}")
+        n = (depth - 2) // 6
+        self.n_blocks = 3 * n
+        scale = 1 / math.sqrt(self.n_blocks) if stable else 1.0
+        self.stem = nn.Sequential(nn.Conv2d(in_channels, channels[0], 3, padding=1, bias=False),
+                                  nn.BatchNorm2d(channels[0]), _act(activation))
+        blocks, c = [], channels[0]
+        for stage, c_out in enumerate(channels):
+            for i in range(n):
+                blocks.append(BasicBlock(c, c_out, 2 if stage > 0 and i == 0 else 1, activation, scale))
+                c = c_out
+        self.blocks = nn.Sequential(*blocks)
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, n_out))
+
+    def forward(self, x):
+        return self.head(self.blocks(self.stem(x)))
+
+
+def build(name: str, n_out: int, in_shape: tuple[int, ...], activation: str = "relu", **kw) -> nn.Module:
+    """A model by name: ``ffnn``, ``cnn``, ``vgg16``, ``vgg16x3``, ``resnet<d>``, ``stable_resnet<d>``."""
+    if name == "ffnn":
+        return FFNN(math.prod(in_shape), kw["width"], kw["depth"], n_out, activation)
+    if name == "cnn":
+        return VanillaCNN(in_shape[0], kw["width"], kw["depth"], n_out, activation, kw.get("padding", "circular"))
+    if name in ("vgg16", "vgg16x3"):
+        return VGG16(in_shape[0], n_out, 3 if name.endswith("x3") else 1, activation)
+    for prefix, stable in (("stable_resnet", True), ("resnet", False)):
+        if name.startswith(prefix) and name[len(prefix):].isdigit():
+            return ResNet(int(name[len(prefix):]), n_out, in_shape[0], activation=activation, stable=stable)
+    raise ValueError(f"unknown model {name!r}")
+
+
+def weight_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """The conv and linear layers, in order: what is initialized by scheme and what is pruned."""
+    return [(n, m) for n, m in model.named_modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+
+
+@torch.no_grad()
+def initialize(model: nn.Module, scheme: str = "he", sigma_w: float | None = None, sigma_b: float = 0.0,
+               seed: int = 0) -> nn.Module:
+    """Weights of every conv/linear layer N(0, v / fan_in) with v = 2 (``he``), 2 fan_in / (fan_in +
+    fan_out) (``glorot``) or sigma_w^2 (``eoc`` or any phase point); biases N(0, sigma_b^2).
+    Batch norms keep torch's weight 1, bias 0."""
+    gen = torch.Generator().manual_seed(seed)
+    for _, m in weight_layers(model):
+        fan_in = m.weight[0].numel()
+        fan_out = m.weight.shape[0] * (m.weight[0, 0].numel() if m.weight.dim() > 2 else 1)
+        if scheme == "he":
+            std = math.sqrt(2.0 / fan_in)
+        elif scheme == "glorot":
+            std = math.sqrt(2.0 / (fan_in + fan_out))
+        elif scheme == "sigma":
+            if sigma_w is None:
+                raise ValueError("scheme 'sigma' needs sigma_w")
+            std = sigma_w / math.sqrt(fan_in)
+        else:
+            raise ValueError(f"unknown initialization {scheme!r}; known: he, glorot, sigma")
+        m.weight.copy_(torch.randn(m.weight.shape, generator=gen, dtype=torch.float64) * std)
+        if m.bias is not None:
+            m.bias.copy_(torch.randn(m.bias.shape, generator=gen, dtype=torch.float64) * sigma_b)
+    return model

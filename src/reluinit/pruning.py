@@ -1,0 +1,190 @@
+"""Pruning at initialization (RP): scores, global masks, masks that stay applied, and what a mask
+does to a net (per-layer sparsity, layer collapse, critical sparsity).
+
+Every pruner is global over the weights of conv and linear layers (``models.weight_layers``);
+biases and normalisation parameters are never pruned. A pruner returns one boolean mask per
+pruned weight (``{"<module>.weight": mask}``) keeping exactly ``round(density * N)`` weights.
+
+* ``random``: uniform scores; ``magnitude`` (MBP): |theta|;
+* ``snip`` (SBP): |dL/dc| for a multiplicative mask c = 1, which is |theta * dL/dtheta|;
+* ``grasp``: keeps the smallest -theta * Hg (removes the largest), g and H of the loss on
+  logits / T, T = 200;
+* ``synflow``: data-free, iterative: ``rounds`` rounds on the exponential schedule
+  density^(r/rounds), each scoring |theta * dR/dtheta| with R the sum of the outputs of the net with
+  |theta| on an all-ones input, in eval mode and float64 (in float32 a deep net's R overflows).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Callable
+
+import pandas as pd
+import torch
+from torch import nn
+from torch.func import functional_call
+from torch.nn.utils import parametrize
+
+from .models import weight_layers
+
+Masks = dict[str, torch.Tensor]
+
+
+def prunable(model: nn.Module) -> dict[str, torch.Tensor]:
+    """``{"<module>.weight": weight}`` for every conv and linear layer, in order."""
+    return {f"{name}.weight": m.weight for name, m in weight_layers(model)}
+
+
+def masks_from_scores(scores: dict[str, torch.Tensor], density: float) -> Masks:
+    """Keep the ``round(density * N)`` highest scores over all layers together."""
+    if not 0 <= density <= 1:
+        raise ValueError(f"density must be in [0, 1], got {density}")
+    flat = torch.cat([s.detach().flatten().double() for s in scores.values()])
+    keep = torch.zeros(len(flat), dtype=torch.bool, device=flat.device)
+    k = round(density * len(flat))
+    if k:
+        keep[torch.topk(flat, k, sorted=False).indices] = True
+    out, start = {}, 0
+    for name, s in scores.items():
+        out[name] = keep[start: start + s.numel()].view_as(s)
+        start += s.numel()
+    return out
+
+
+def _loss(model, params, x, y, temperature: float = 1.0):
+    return nn.functional.cross_entropy(functional_call(model, params, (x,)) / temperature, y)
+
+
+def random_scores(model: nn.Module, seed: int) -> dict[str, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    return {n: torch.rand(w.shape, generator=gen) for n, w in prunable(model).items()}
+
+
+def magnitude_scores(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {n: w.detach().abs() for n, w in prunable(model).items()}
+
+
+def snip_scores(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
+    """|dL/dc| at c = 1 for the masked weights c * theta (SNIP's connection sensitivity)."""
+    weights = prunable(model)
+    cs = {n: torch.ones_like(w, requires_grad=True) for n, w in weights.items()}
+    loss = _loss(model, {n: w.detach() * cs[n] for n, w in weights.items()}, x, y)
+    grads = torch.autograd.grad(loss, list(cs.values()))
+    return {n: g.abs() for n, g in zip(cs, grads)}
+
+
+def grasp_scores(model: nn.Module, x: torch.Tensor | None = None, y: torch.Tensor | None = None,
+                 temperature: float = 200.0, loss_fn: Callable[[dict], torch.Tensor] | None = None
+                 ) -> dict[str, torch.Tensor]:
+    """theta * Hg (GraSP keeps the largest of these, i.e. removes the largest -theta * Hg), g and H
+    of the cross-entropy on logits / ``temperature``, or of ``loss_fn(weights)`` when given."""
+    weights = {n: w.detach().requires_grad_(True) for n, w in prunable(model).items()}
+    loss = loss_fn or (lambda params: _loss(model, params, x, y, temperature))
+    g = torch.autograd.grad(loss(weights), list(weights.values()))
+    grad = torch.autograd.grad(loss(weights), list(weights.values()), create_graph=True)
+    hg = torch.autograd.grad(sum((a * b.detach()).sum() for a, b in zip(grad, g)), list(weights.values()))
+    return {n: w.detach() * h for (n, w), h in zip(weights.items(), hg)}
+
+
+def synflow_masks(model: nn.Module, in_shape: tuple[int, ...], density: float, rounds: int = 100) -> Masks:
+    """SynFlow's iterative, data-free pruning (module doc). ``model`` is left untouched."""
+    net = copy.deepcopy(model).double().eval()
+    with torch.no_grad():
+        for p in net.state_dict().values():
+            if p.is_floating_point():
+                p.abs_()
+    weights = {n: w.detach() for n, w in prunable(net).items()}
+    masks = {n: torch.ones_like(w, dtype=torch.bool) for n, w in weights.items()}
+    ones = torch.ones((1, *in_shape), dtype=torch.float64, device=next(net.parameters()).device)
+    for r in range(1, rounds + 1):
+        live = {n: (w * masks[n]).requires_grad_(True) for n, w in weights.items()}
+        total = functional_call(net, live, (ones,)).sum()
+        grads = torch.autograd.grad(total, list(live.values()))
+        scores = {n: (w * g).abs() for (n, w), g in zip(live.items(), grads)}
+        masks = masks_from_scores(scores, density ** (r / rounds))
+    return masks
+
+
+def synflow_scores_once(model: nn.Module, in_shape: tuple[int, ...]) -> dict[str, torch.Tensor]:
+    """One round of SynFlow scores on the dense net (float64, |theta|, all-ones input)."""
+    net = copy.deepcopy(model).double().eval()
+    with torch.no_grad():
+        for p in net.state_dict().values():
+            if p.is_floating_point():
+                p.abs_()
+    weights = {n: w.detach().requires_grad_(True) for n, w in prunable(net).items()}
+    ones = torch.ones((1, *in_shape), dtype=torch.float64, device=next(net.parameters()).device)
+    grads = torch.autograd.grad(functional_call(net, weights, (ones,)).sum(), list(weights.values()))
+    return {n: (w * g).detach().abs() for (n, w), g in zip(weights.items(), grads)}
+
+
+def prune(model: nn.Module, method: str, density: float, *, x=None, y=None, in_shape=None, seed: int = 0,
+          rounds: int = 100, temperature: float = 200.0) -> Masks:
+    """Masks of ``method`` at ``density`` (the fraction of weights kept)."""
+    if method == "synflow":
+        return synflow_masks(model, in_shape, density, rounds)
+    if method == "random":
+        scores = random_scores(model, seed)
+    elif method == "magnitude":
+        scores = magnitude_scores(model)
+    elif method in ("snip", "sbp"):
+        scores = snip_scores(model, x, y)
+    elif method == "grasp":
+        scores = grasp_scores(model, x, y, temperature)
+    else:
+        raise ValueError(f"unknown pruning method {method!r}; known: random, magnitude, snip, grasp, synflow")
+    return masks_from_scores(scores, density)
+
+
+# --- masks in a model ---------------------------------------------------------------------------
+
+
+class _Mask(nn.Module):
+    """A parametrization ``weight = original * mask``: pruned weights are exactly zero in every
+    forward pass, whatever an optimizer does to the stored original."""
+
+    def __init__(self, mask: torch.Tensor):
+        super().__init__()
+        self.register_buffer("mask", mask)
+
+    def forward(self, w):
+        return w * self.mask.to(w.dtype)
+
+
+def apply_masks(model: nn.Module, masks: Masks) -> nn.Module:
+    modules = dict(model.named_modules())
+    for name, mask in masks.items():
+        module = modules[name.rsplit(".", 1)[0]]
+        with torch.no_grad():
+            module.weight.mul_(mask.to(module.weight.dtype))
+        parametrize.register_parametrization(module, "weight", _Mask(mask.to(module.weight.device)))
+    return model
+
+
+# --- what a mask does --------------------------------------------------------------------------
+
+
+def layer_table(masks: Masks) -> pd.DataFrame:
+    """One row per pruned layer: size, weights kept, density, kept fraction of its least and
+    most kept unit (output neuron or channel), and whether it collapsed (nothing kept)."""
+    rows = []
+    for i, (name, m) in enumerate(masks.items()):
+        per_unit = m.flatten(1).double().mean(dim=1) if m.dim() > 1 else m.double()
+        rows.append({"layer": i, "name": name, "weights": m.numel(), "kept": int(m.sum()),
+                     "density": m.double().mean().item(), "unit_density_min": per_unit.min().item(),
+                     "unit_density_max": per_unit.max().item(), "collapsed": not bool(m.any())})
+    return pd.DataFrame(rows)
+
+
+def critical_sparsity(scores: dict[str, torch.Tensor]) -> float:
+    """The largest sparsity a global threshold on fixed ``scores`` reaches with no layer fully
+    pruned: the share of weights below the smallest of the layers' largest scores (above it,
+    the layer holding that score is emptied)."""
+    tau = min(s.max() for s in scores.values())
+    below = sum(int((s < tau).sum()) for s in scores.values())
+    return below / sum(s.numel() for s in scores.values())
+
+
+def sparsity(masks: Masks) -> float:
+    total = sum(m.numel() for m in masks.values())
+    return 1 - sum(int(m.sum()) for m in masks.values()) / total

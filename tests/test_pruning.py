@@ -1,0 +1,110 @@
+"""Pruners against their definitions: mask gradients, a known Hessian, SynFlow's conservation law,
+exact global sparsity, masks that survive training, and deep ResNets in float64."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from reluinit.models import FFNN, ResNet, VanillaCNN, initialize
+from reluinit.pruning import (apply_masks, critical_sparsity, grasp_scores, layer_table, magnitude_scores,
+                              masks_from_scores, prunable, prune, snip_scores, sparsity, synflow_masks,
+                              synflow_scores_once)
+
+
+def _batch(n=32, shape=(1, 8, 8), classes=10, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(n, *shape, generator=gen), torch.randint(0, classes, (n,), generator=gen)
+
+
+def test_snip_through_a_mask_gradient_is_theta_times_grad():
+    model = initialize(FFNN(64, 32, 3, 10), "he", seed=1)
+    x, y = _batch()
+    scores = snip_scores(model, x, y)
+    loss = nn.functional.cross_entropy(model(x), y)
+    grads = torch.autograd.grad(loss, [m.weight for m in model if isinstance(m, nn.Linear)])
+    for (name, w), g in zip(prunable(model).items(), grads):
+        torch.testing.assert_close(scores[name], (w * g).abs().detach(), rtol=1e-5, atol=1e-9)
+
+
+def test_grasp_on_a_quadratic_keeps_what_the_formula_says():
+    """L(theta) = 1/2 theta^T A theta + b^T theta: g = A theta + b, Hg = A g, and GraSP keeps the
+    largest theta * Hg (it removes the largest -theta * Hg)."""
+    model = nn.Sequential(nn.Linear(2, 1, bias=False))
+    theta = torch.tensor([[1.0, -2.0]])
+    with torch.no_grad():
+        model[0].weight.copy_(theta)
+    a = torch.tensor([[3.0, 1.0], [1.0, 2.0]])
+    b = torch.tensor([0.5, -1.0])
+
+    def loss(params):
+        t = params["0.weight"][0]
+        return 0.5 * t @ a @ t + b @ t
+
+    scores = grasp_scores(model, loss_fn=loss)["0.weight"][0]
+    g = a @ theta[0] + b
+    expected = theta[0] * (a @ g)
+    torch.testing.assert_close(scores, expected)
+    keep = masks_from_scores({"0.weight": scores[None]}, 0.5)["0.weight"][0]
+    assert keep.tolist() == (expected == expected.max()).tolist()
+
+
+def test_synflow_scores_are_conserved_across_layers():
+    """For a bias-free ReLU net, sum over a layer of theta dR/dtheta is R itself, for every layer."""
+    model = initialize(FFNN(20, 30, 5, 7, bias=False), "he", seed=2)
+    scores = synflow_scores_once(model, (20,))
+    sums = torch.stack([s.sum() for s in scores.values()])
+    assert torch.allclose(sums, sums[0], rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("method", ["random", "magnitude", "snip", "grasp", "synflow"])
+@pytest.mark.parametrize("density", [0.5, 0.1, 0.013])
+def test_every_pruner_hits_the_global_sparsity_exactly(method, density):
+    model = initialize(VanillaCNN(1, 8, 3, 10), "he", seed=3)
+    x, y = _batch()
+    masks = prune(model, method, density, x=x, y=y, in_shape=(1, 8, 8), rounds=10)
+    total = sum(m.numel() for m in masks.values())
+    assert abs(sum(int(m.sum()) for m in masks.values()) - round(density * total)) <= 1
+    assert set(masks) == set(prunable(model))  # only conv and linear weights, never biases
+
+
+def test_synflow_on_resnet32_with_doubled_filters_keeps_one_percent():
+    model = initialize(ResNet(32), "he", seed=4)
+    n = sum(w.numel() for w in prunable(model).values())
+    assert n == pytest.approx(1.86e6, rel=0.01)
+    # The all-ones forward pass of |theta| is far beyond float32's range (~3.4e38): hence float64.
+    scores = synflow_scores_once(model, (3, 32, 32))
+    total = sum(s.sum() for s in scores.values()) / len(scores)
+    assert torch.isfinite(total) and total > 3.4e38
+    masks = synflow_masks(model, (3, 32, 32), 0.01, rounds=20)
+    assert abs(sum(int(m.sum()) for m in masks.values()) - round(0.01 * n)) <= 1
+
+
+def test_pruned_weights_stay_zero_through_training():
+    model = initialize(FFNN(64, 32, 2, 10), "he", seed=5)
+    x, y = _batch()
+    masks = prune(model, "magnitude", 0.2)
+    apply_masks(model, masks)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
+    for _ in range(5):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    for name, w in prunable(model).items():
+        assert (w[~masks[name]] == 0).all()
+    assert sparsity({n: w != 0 for n, w in prunable(model).items()}) == pytest.approx(0.8, abs=1e-3)
+
+
+def test_layer_collapse_and_critical_sparsity():
+    scores = {"a": torch.tensor([1.0, 2.0, 3.0, 4.0]), "b": torch.tensor([0.5, 2.5])}
+    # The smallest layer maximum is 2.5: the three scores below it go first, then layer b empties.
+    assert critical_sparsity(scores) == pytest.approx(3 / 6)
+    table = layer_table(masks_from_scores(scores, 2 / 6))
+    assert table["collapsed"].tolist() == [False, True]
+    model = initialize(FFNN(16, 8, 2, 4), "he", seed=6)
+    s_cr = critical_sparsity(magnitude_scores(model))
+    just_below = layer_table(masks_from_scores(magnitude_scores(model), 1 - s_cr + 1e-9))
+    beyond = layer_table(masks_from_scores(magnitude_scores(model), 1 - s_cr - 2 / 300))
+    assert not just_below["collapsed"].any() and beyond["collapsed"].any()
+    assert math.isfinite(s_cr)
