@@ -150,7 +150,7 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
 def test_benchmark_script_prints_its_ratio():
-    out = subprocess.run([sys.executable, "-m", "reluinit.benchmark", "--width", "32", "--depth", "2", "--points",
+    out = subprocess.run([sys.executable, "-m", "reluinit.benchmark", "trajectories", "--width", "32", "--depth", "2", "--points",
                           "101", "--repeats", "1", "--device", "cpu"], capture_output=True, text=True, check=True)
     ratio = float(next(line for line in out.stdout.splitlines() if line.startswith("ratio")).split()[-1])
     assert ratio > 0

@@ -1,12 +1,16 @@
-"""Throughput of the trajectory engine next to a plain matrix product of the same size.
+"""Benchmarks of the two hot paths: the trajectory engine and pruning at initialization.
 
-    python -m reluinit.benchmark [--width 784] [--depth 20] [--points 10001]
-                                 [--chunk 2047] [--dtype float32] [--device auto]
+    python -m reluinit.benchmark trajectories [--width 784] [--depth 20] [--points 10001]
+                                              [--chunk 2047] [--dtype float32] [--device auto]
+    python -m reluinit.benchmark pruning [--batch 256] [--rounds 100] [--device auto]
 
-The engine (``reluinit.trajectories.measure``) does one ``[chunk, k] x [k, k]`` product per
+``trajectories``: the engine (``reluinit.trajectories.measure``) does one ``[chunk, k] x [k, k]`` product per
 layer and chunk plus the bookkeeping (differences, norms, transitions, pattern hashes). Its rate
 counts only the products' FLOPs, so the ratio to ``torch.mm`` on the same shapes is the share of
 time spent multiplying. Prints both rates in GFLOP/s and the ratio.
+
+``pruning``: seconds to score ResNet32 with doubled filters (about 1.86M prunable weights) with
+SNIP and GraSP on a batch of CIFAR-shaped images and with SynFlow (its rounds, float64).
 """
 
 import argparse
@@ -14,27 +18,52 @@ import time
 
 import torch
 
+from .models import ResNet, initialize
 from .nets import resolve_device
+from .pruning import grasp_scores, snip_scores, synflow_masks
 from .sampling import random_net
 from .trajectories import Line, measure
 
 
-def rate(fn, flops: float, repeats: int) -> float:
-    fn()  # warm-up
+def _sync():
     if torch.cuda.is_available():
         torch.cuda.synchronize()
+
+
+def rate(fn, flops: float, repeats: int) -> float:
+    fn()  # warm-up
+    _sync()
     best = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
+        _sync()
         best = min(best, time.perf_counter() - t0)
     return flops / best / 1e9
 
 
+def pruning(a) -> None:
+    device = resolve_device(a.device)
+    model = initialize(ResNet(32), "he", seed=0).to(device)
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(a.batch, 3, 32, 32, generator=gen).to(device)
+    y = torch.randint(0, 10, (a.batch,), generator=gen).to(device)
+    n = sum(m.weight.numel() for m in model.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear)))
+    print(f"device {device}, ResNet32 (doubled filters, {n:,} prunable weights), batch {a.batch}, "
+          f"{torch.get_num_threads()} threads")
+    for name, fn in [("SNIP", lambda: snip_scores(model, x, y)), ("GraSP", lambda: grasp_scores(model, x, y)),
+                     (f"SynFlow ({a.rounds} rounds, float64)", lambda: synflow_masks(model, (3, 32, 32), 0.01, a.rounds))]:
+        _sync()
+        t0 = time.perf_counter()
+        fn()
+        _sync()
+        print(f"{name:32s} {time.perf_counter() - t0:7.2f} s")
+
+
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    top = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = top.add_subparsers(dest="what", required=True)
+    p = sub.add_parser("trajectories")
     p.add_argument("--width", type=int, default=784)
     p.add_argument("--depth", type=int, default=20)
     p.add_argument("--points", type=int, default=10001)
@@ -42,7 +71,13 @@ def main() -> None:
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--device", default="auto")
     p.add_argument("--repeats", type=int, default=3)
-    a = p.parse_args()
+    q = sub.add_parser("pruning")
+    q.add_argument("--batch", type=int, default=256)
+    q.add_argument("--rounds", type=int, default=100)
+    q.add_argument("--device", default="auto")
+    a = top.parse_args()
+    if a.what == "pruning":
+        return pruning(a)
     device, dtype = resolve_device(a.device), getattr(torch, a.dtype)
     k, n = a.width, a.points
     net = random_net([k] * (a.depth + 1), "gaussian", 2.0, bias=0.01, seed=0, device=device, dtype=dtype)
