@@ -108,3 +108,35 @@ def test_layer_collapse_and_critical_sparsity():
     beyond = layer_table(masks_from_scores(magnitude_scores(model), 1 - s_cr - 2 / 300))
     assert not just_below["collapsed"].any() and beyond["collapsed"].any()
     assert math.isfinite(s_cr)
+
+
+def test_rescaling_brings_a_pruned_tanh_net_back_to_the_edge_of_chaos():
+    from reluinit.meanfield import eoc_sigma_w
+    from reluinit.pruning import chi_empirical, rescale
+
+    sb = 0.2
+    sw = eoc_sigma_w(sb, "tanh")
+    model = initialize(FFNN(100, 500, 30, 10, "tanh"), "sigma", sigma_w=sw, sigma_b=sb, seed=0).double()
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(64, 100, generator=gen, dtype=torch.float64)
+    y = torch.randint(0, 10, (64,), generator=gen)
+    assert chi_empirical(model, x) == pytest.approx(1.0, abs=0.02)
+    masks = prune(model, "snip", 0.3, x=x, y=y)
+    apply_masks(model, masks)
+    assert chi_empirical(model, x) < 0.9  # pruning leaves the EOC (Proposition 1)
+    rescale(model, masks, sigma_w=sw)
+    assert chi_empirical(model, x) == pytest.approx(1.0, abs=0.02)
+    for name, w in prunable(model).items():  # still the same mask, each unit's kept sum of squares sw^2
+        assert (w[~masks[name]] == 0).all()
+        rows = (w**2).sum(dim=1)
+        assert torch.allclose(rows[rows > 0], torch.full_like(rows[rows > 0], sw**2))
+
+
+def test_rp_bounds():
+    from reluinit.theory import rp_mbp_bound, rp_theorem1_bound
+
+    chi = math.exp(-8 * 0.2)  # kappa = 0.2
+    assert rp_theorem1_bound(chi, 100, 100, log=math.log10) == pytest.approx(0.275, abs=0.002)  # the paper's 27%
+    assert rp_theorem1_bound(chi, 100, 100) > rp_theorem1_bound(chi, 100, 100, log=math.log10)
+    bounds = [rp_mbp_bound(g, 10_000, n_grid=20_001, n_eps=100) for g in (2, 5, 10)]
+    assert all(0 < b <= 1.0 for b in bounds) and bounds[0] > bounds[1] > bounds[2]  # more uneven, earlier collapse

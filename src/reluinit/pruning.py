@@ -188,3 +188,45 @@ def critical_sparsity(scores: dict[str, torch.Tensor]) -> float:
 def sparsity(masks: Masks) -> float:
     total = sum(m.numel() for m in masks.values())
     return 1 - sum(int(m.sum()) for m in masks.values()) / total
+
+
+# --- back to the edge of chaos (RP Proposition 1, Algorithm 1) ----------------------------------------
+
+
+@torch.no_grad()
+def rescale(model: nn.Module, masks: Masks, sigma_w: float | None = None) -> nn.Module:
+    """Scale every unit's kept incoming weights (a row of a linear layer, an output channel of a
+    conv) so their sum of squares is ``sigma_w^2``: each kept weight then has variance
+    sigma_w^2 / (kept fan-in), and the pruned net is back on the EOC it was initialized on
+    (Proposition 1, the paper's variance).
+
+    ``sigma_w=None`` is the authors' code and Algorithm 1 as printed: rho = 1 / sqrt(sum of kept
+    W^2), a unit sum of squares. It equals the paper's variance only when sigma_w = 1; for ReLU
+    (sigma_w^2 = 2 on the EOC) it halves the variance. Units with nothing kept stay at zero.
+    """
+    modules = dict(model.named_modules())
+    for name, mask in masks.items():
+        module = modules[name.rsplit(".", 1)[0]]
+        w = module.parametrizations.weight.original if parametrize.is_parametrized(module, "weight") else module.weight
+        kept = (w * mask).flatten(1)
+        alpha = (kept**2).sum(dim=1)
+        target = 1.0 if sigma_w is None else sigma_w**2
+        rho = torch.where(alpha > 0, (target / alpha.clamp_min(1e-300)).sqrt(), torch.zeros_like(alpha))
+        w.mul_(rho.view(-1, *([1] * (w.dim() - 1))))
+    return model
+
+
+@torch.no_grad()
+def chi_empirical(model: nn.Sequential, x: torch.Tensor, skip: int = 5, eps: float = 1e-6) -> float:
+    """chi = f'(1) of a fully connected net, measured: the mean over layers (after ``skip``) of
+    ‖dh_{l+1}‖^2 / ‖dh_l‖^2 for the pre-activations of inputs ``x`` and ``x + eps * u``."""
+    gen = torch.Generator().manual_seed(0)
+    d = torch.randn(x.shape, generator=gen, dtype=x.dtype).to(x.device)
+    h, hd = x, x + eps * d / d.norm(dim=-1, keepdim=True)
+    gaps = []
+    for m in model:
+        h, hd = m(h), m(hd)
+        if isinstance(m, nn.Linear):
+            gaps.append(((hd - h) ** 2).sum(dim=-1).mean())
+    ratios = torch.stack([b / a for a, b in zip(gaps[:-1], gaps[1:])])
+    return ratios[skip:-1].mean().item()  # the readout (last) is not a hidden layer

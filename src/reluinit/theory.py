@@ -75,3 +75,45 @@ def ep_hardtanh_growth_bounds(k: int, sigma_w: float) -> tuple[float, float]:
               - math.sqrt(k) * (1 - 1 / s) ** (k - 1)) / math.sqrt(2))
     upper = math.sqrt(2) * math.exp(math.lgamma((k + 1) / 2) - math.lgamma(k / 2)) * s / math.sqrt(k)
     return lower, upper
+
+
+# --- RP: critical sparsity ---------------------------------------------------------------------------
+
+
+def rp_theorem1_bound(chi: float, L: int, N: int, log=math.log) -> float:
+    """RP Theorem 1's bound on E[s_cr] for SBP in the ordered phase (chi < 1), without its
+    O(1 / (kappa^2 sqrt(L N^2))) term: (1/L)(1 + log(kappa L N^2) / kappa), kappa = |log chi| / 8.
+    (The paper's "27%" for kappa = 0.2, L = N = 100 is this with a base-10 logarithm: pass
+    ``log=math.log10``; with the natural logarithm it is 62%.)"""
+    kappa = abs(math.log(chi)) / 8
+    return (1 + log(kappa * L * N**2) / kappa) / L
+
+
+def rp_mbp_bound(gamma: float, weights_l0: int, n_grid: int = 100_001, n_eps: int = 400) -> float:
+    """RP Proposition 4's bound on E[s_cr] for MBP (large depth, O(1/sqrt(L N^2)) dropped):
+
+        inf over eps in (0, 2) of  x + M (1 - x)^(1 + g^(2 - eps)) / (1 + g^(2 - eps)),
+        x = x_{eps, g} = inf{y : for all x > y, g Q_x > Q_{1 - (1 - x)^(g^(2 - eps))}},
+
+    Q_x the x-quantile of |N(0, 1)|, M = zeta_{l0} N^2 the weights of the layer l0 with the smallest
+    variance. ``gamma`` is the variance ratio alpha_{l0} / alpha_l, so the weights' scale ratio
+    entering the comparison is g = sqrt(gamma) (the proof compares |W^{l0}| with |W^l|); the paper
+    writes gamma there. Quantiles of 1 - u for tiny u are taken in log space.
+    """
+    import numpy as np
+    from scipy.special import ndtri_exp
+    from scipy.stats import norm
+
+    g = math.sqrt(gamma)
+    xs = np.linspace(1e-9, 1 - 1e-9, n_grid)
+    q = norm.ppf((1 + xs) / 2)
+    best = math.inf
+    for eps in np.linspace(1e-3, 2 - 1e-3, n_eps):
+        p = g ** (2 - eps)
+        q_tail = -ndtri_exp(p * np.log1p(-xs) - math.log(2))  # Q_{1-u} = Phi^-1(1 - u/2), u = (1-x)^p
+        bad = np.flatnonzero(~(g * q > q_tail))
+        if len(bad) and bad[-1] == len(xs) - 1:
+            continue  # x_{eps, g} is infinite: no bound from this eps
+        x = float(xs[bad[-1] + 1]) if len(bad) else 0.0
+        best = min(best, x + weights_l0 * (1 - x) ** (1 + p) / (1 + p))
+    return float(best)
