@@ -58,6 +58,19 @@ class Split:
         return int(self.y.max()) + 1
 
 
+def balanced_batch(split: Split, per_class: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``per_class`` random examples of every class (the pruning batch of SNIP and GraSP)."""
+    gen = torch.Generator().manual_seed(seed)
+    idx = []
+    for c in range(split.n_classes):
+        members = torch.nonzero(split.y == c).flatten()
+        if len(members) < per_class:
+            raise ValueError(f"{split.name} has {len(members)} examples of class {c}, fewer than {per_class}")
+        idx.append(members[torch.randperm(len(members), generator=gen)[:per_class]])
+    idx = torch.cat(idx)
+    return split.x[idx], split.y[idx]
+
+
 # --- fetching ------------------------------------------------------------------------------
 
 def _manual_instructions(cls, root: Path) -> str:

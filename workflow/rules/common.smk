@@ -73,10 +73,11 @@ TORCHVISION_DATASETS = ["mnist", "cifar10", "cifar100"]
 
 def dataset_input(name):
     """Rule input for a dataset: its fetch record at the paper scale, nothing at the quick
-    scale when a bundled stand-in replaces it (reluinit.datasets.QUICK_STAND_INS)."""
+    scale when a bundled stand-in replaces it (reluinit.datasets.QUICK_STAND_INS), nor for
+    the bundled digits themselves."""
     from reluinit.datasets import QUICK_STAND_INS
 
-    if SCALE == "quick" and name in QUICK_STAND_INS:
+    if name == "digits" or (SCALE == "quick" and name in QUICK_STAND_INS):
         return []
     return [f"{DATA}/fetched/{name}.json"]
 

@@ -77,4 +77,4 @@ def resolve_part(parts: dict[str, dict], base_seed: int, key: str) -> tuple[dict
 
 def _load_all() -> None:
     # Importing a paper's module registers its experiments.
-    from . import ep, lr, op, tg, x  # noqa: F401
+    from . import ep, lr, op, rp, tg, x  # noqa: F401

@@ -1,0 +1,232 @@
+"""RP: robust pruning at initialization, the experiments without long training: where SBP puts
+the weights it keeps (RP-F1, RP-F2/F4) and when a layer is emptied (RP-Th1, RP-T7).
+
+Choices the paper leaves open (also in the README):
+* SBP (SNIP) scores come from one class-balanced batch of 10 training images per class.
+* RP-F1 and RP-Th1 use tanh FFNNs on MNIST: the EOC point is solved from sigma_b = 0.2 (the
+  authors' tanh point), the chaotic point is sigma_w = 3 at the same sigma_b, and the ordered
+  point of RP-Th1 is the sigma_w that gives chi = exp(-8 kappa) at sigma_b = 1.
+* RP-T7's nets are L square N x N layers whose first layer has variance sigma_w^2 / (gamma N)
+  (alpha_1 = gamma, the others 1); MBP needs no data, so the input is not used.
+* RP-F2 prunes ResNet32 and Stable ResNet32 (doubled filters, Kaiming init) with SBP at the
+  configured sparsity; RP-F4 is the same measurement shown as the pruned share.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+import torch
+from scipy.optimize import brentq
+
+from .. import datasets, plotting
+from ..meanfield import chi, eoc_sigma_w
+from ..models import FFNN, build, initialize
+from ..nets import resolve_device
+from ..pruning import critical_sparsity, layer_table, magnitude_scores, masks_from_scores, snip_scores
+from ..theory import rp_mbp_bound, rp_theorem1_bound
+from . import Experiment, part_seed, register, resolve_part
+
+log = logging.getLogger(__name__)
+
+
+def _batch(s: dict, seed: int, dev):
+    data = datasets.load(s["dataset"], s["data_dir"], train=True, scale=s["scale"])
+    x, y = datasets.balanced_batch(data, s["batch_per_class"], seed)
+    return x.to(dev), y.to(dev), data
+
+
+def _ffnn(s: dict, n_in: int, sigma_w: float, sigma_b: float, seed: int, dev) -> torch.nn.Module:
+    model = FFNN(n_in, s["width"], s["depth"], 10, s["activation"])
+    return initialize(model, "sigma", sigma_w=sigma_w, sigma_b=sigma_b, seed=seed).to(dev)
+
+
+# --- RP-F1: kept fraction per neuron, EOC vs chaotic ------------------------------------------------
+
+
+def f1_parts(s: dict) -> dict[str, dict]:
+    return {"eoc": {}, "chaotic": {}}
+
+
+def f1_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
+    """SBP at ``sparsity`` on a depth-100, width-100 FFNN; one row per hidden neuron: the share of
+    its incoming weights kept."""
+    _, seed = resolve_part(f1_parts(s), s["seed"], key)
+    dev = resolve_device(device)
+    sigma_w = eoc_sigma_w(s["sigma_b"], s["activation"]) if key == "eoc" else s["chaotic_sigma_w"]
+    x, y, data = _batch(s, seed, dev)
+    model = _ffnn(s, x[0].numel(), sigma_w, s["sigma_b"], seed, dev)
+    masks = masks_from_scores(snip_scores(model, x, y), 1 - s["sparsity"])
+    rows = []
+    for layer, m in enumerate(list(masks.values())[: s["depth"]], start=1):
+        kept = m.double().mean(dim=1).cpu().numpy()
+        rows.append(pd.DataFrame({"layer": layer, "neuron": np.arange(len(kept)), "kept_fraction": kept}))
+    log.info("%s (sigma_w %.4f): %d of %d layers emptied", key, sigma_w, layer_table(masks)["collapsed"].sum(),
+             len(masks))
+    return pd.concat(rows, ignore_index=True).assign(
+        phase=key, sigma_w=sigma_w, sigma_b=s["sigma_b"], chi=chi(sigma_w, s["sigma_b"], s["activation"]),
+        sparsity=s["sparsity"], net_seed=seed, dataset=data.name)
+
+
+def f1_figure(table: pd.DataFrame, s: dict):
+    fig, axes = plotting.panels(2, width=4.6, height=4.2)
+    for ax, phase in zip(axes, ["eoc", "chaotic"]):
+        g = table[table["phase"] == phase]
+        grid = g.pivot(index="layer", columns="neuron", values="kept_fraction")
+        im = ax.imshow(grid.to_numpy(), aspect="auto", cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
+        ax.set(title=f"{'EOC' if phase == 'eoc' else 'chaotic'}: $\\sigma_w$ = {g['sigma_w'].iloc[0]:.4g}, "
+                     f"$\\chi$ = {g['chi'].iloc[0]:.3g}", xlabel="neuron", ylabel="layer")
+        ax.grid(False)
+    fig.colorbar(im, ax=axes, label="share of incoming weights kept")
+    fig.suptitle(f"RP-F1: SBP at {s['sparsity']:.0%} sparsity, {s['activation']} FFNN depth {s['depth']}, "
+                 f"width {s['width']}, {table['dataset'].iloc[0]}")
+    return fig
+
+
+def f1_summary(table: pd.DataFrame) -> pd.DataFrame:
+    per_layer = table.groupby(["phase", "layer"])["kept_fraction"].mean().reset_index()
+    return per_layer.groupby("phase").agg(layers_emptied=("kept_fraction", lambda k: int((k == 0).sum())),
+                                          min_layer_kept=("kept_fraction", "min"),
+                                          max_layer_kept=("kept_fraction", "max")).reset_index()
+
+
+# --- RP-Th1: SBP critical sparsity in the ordered phase ------------------------------------------------
+
+
+def ordered_sigma_w(kappa: float, sigma_b: float, activation: str) -> float:
+    """The sigma_w (below the EOC) at which chi = exp(-8 kappa)."""
+    target = math.exp(-8 * kappa)
+    return brentq(lambda sw: chi(sw, sigma_b, activation) - target, 1e-3, eoc_sigma_w(sigma_b, activation))
+
+
+def th1_parts(s: dict) -> dict[str, dict]:
+    return {"nets": {}}
+
+
+def th1_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
+    _, seed = resolve_part(th1_parts(s), s["seed"], key)
+    dev = resolve_device(device)
+    sigma_w = ordered_sigma_w(s["kappa"], s["sigma_b"], s["activation"])
+    c = chi(sigma_w, s["sigma_b"], s["activation"])
+    rows = []
+    for i in range(s["n_nets"]):
+        net_seed = part_seed(seed, i)
+        x, y, data = _batch(s, net_seed, dev)
+        model = _ffnn(s, x[0].numel(), sigma_w, s["sigma_b"], net_seed, dev)
+        rows.append({"net": i, "net_seed": net_seed, "s_cr": critical_sparsity(snip_scores(model, x, y))})
+        log.info("net %d: s_cr = %.3f", i, rows[-1]["s_cr"])
+    L, N = s["depth"], s["width"]
+    return pd.DataFrame(rows).assign(
+        sigma_w=sigma_w, sigma_b=s["sigma_b"], chi=c, kappa=s["kappa"], depth=L, width=N, dataset=data.name,
+        bound=rp_theorem1_bound(c, L, N), bound_log10=rp_theorem1_bound(c, L, N, log=math.log10))
+
+
+def th1_figure(table: pd.DataFrame, s: dict):
+    fig, axes = plotting.panels(1, width=5.0, height=3.8)
+    ax = axes[0]
+    ax.plot(table["net"], table["s_cr"], "o", label=f"SBP, mean {table['s_cr'].mean():.1%}")
+    ax.axhline(table["bound"].iloc[0], ls="--", color="k", label=f"Theorem 1 (ln): {table['bound'].iloc[0]:.1%}")
+    ax.axhline(table["bound_log10"].iloc[0], ls=":", color="k",
+               label=f"Theorem 1 (log10): {table['bound_log10'].iloc[0]:.1%}")
+    ax.set(xlabel="net", ylabel="critical sparsity $s_{cr}$", ylim=(0, 1))
+    ax.legend(fontsize=8)
+    ax.set_title(f"RP-Th1: ordered phase, $\\kappa$ = {s['kappa']}, L = {s['depth']}, N = {s['width']}, "
+                 f"{s['activation']}", fontsize=9)
+    return fig
+
+
+def th1_summary(table: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame([{"nets": len(table), "mean_s_cr": table["s_cr"].mean(), "sd_s_cr": table["s_cr"].std(),
+                          "bound": table["bound"].iloc[0], "bound_log10": table["bound_log10"].iloc[0],
+                          "chi": table["chi"].iloc[0], "sigma_w": table["sigma_w"].iloc[0]}])
+
+
+# --- RP-T7: MBP critical sparsity when one layer is scaled down -----------------------------------------
+
+
+def t7_parts(s: dict) -> dict[str, dict]:
+    return {"nets": {}}
+
+
+def t7_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
+    _, seed = resolve_part(t7_parts(s), s["seed"], key)
+    L, N = s["depth"], s["width"]
+    rows = []
+    for gamma in s["gammas"]:
+        bound = rp_mbp_bound(gamma, N * N)
+        for i in range(s["n_nets"]):
+            net_seed = part_seed(seed, 1000 * int(gamma * 100) + i)
+            model = initialize(FFNN(N, N, L - 1, N, bias=False), "sigma", sigma_w=1.0, seed=net_seed)
+            with torch.no_grad():
+                model[1].weight.div_(math.sqrt(gamma))  # alpha_1 = gamma: variance 1 / (gamma N)
+            rows.append({"gamma": gamma, "net": i, "net_seed": net_seed,
+                         "s_cr": critical_sparsity(magnitude_scores(model)), "bound": bound})
+    return pd.DataFrame(rows).assign(depth=L, width=N)
+
+
+def t7_figure(table: pd.DataFrame, s: dict):
+    fig, axes = plotting.panels(1, width=5.0, height=3.8)
+    ax = axes[0]
+    sns.stripplot(data=table, x="gamma", y="s_cr", ax=ax, color="C0", label="MBP, one point per net")
+    bounds = table.groupby("gamma")["bound"].first()
+    ax.plot(range(len(bounds)), bounds.clip(upper=1.0).to_numpy(), "k_", markersize=30, mew=2,
+            label="Proposition 4 (clipped at 1)")
+    ax.set(xlabel="$\\gamma$ (first layer's variance ratio)", ylabel="critical sparsity $s_{cr}$", ylim=(0, 1.05))
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles[-2:], labels[-2:], fontsize=8)
+    ax.set_title(f"RP-T7: MBP, L = {s['depth']}, N = {s['width']}, {s['n_nets']} nets per $\\gamma$", fontsize=9)
+    return fig
+
+
+def t7_summary(table: pd.DataFrame) -> pd.DataFrame:
+    return table.groupby("gamma", as_index=False).agg(mean_s_cr=("s_cr", "mean"), sd_s_cr=("s_cr", "std"),
+                                                      bound=("bound", "first"))
+
+
+# --- RP-F2 / RP-F4: kept share per layer, ResNet32 vs Stable ResNet32 ------------------------------------
+
+
+def f2_parts(s: dict) -> dict[str, dict]:
+    return {m: {"model": m} for m in s["models"]}
+
+
+def f2_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
+    p, seed = resolve_part(f2_parts(s), s["seed"], key)
+    dev = resolve_device(device)
+    x, y, data = _batch(s, seed, dev)
+    model = initialize(build(p["model"], data.n_classes, tuple(x.shape[1:])), "he", seed=seed).to(dev)
+    masks = masks_from_scores(snip_scores(model, x, y), 1 - s["sparsity"])
+    return layer_table(masks).assign(model=p["model"], kept_percent=lambda t: 100 * t["density"],
+                                     sparsity=s["sparsity"], net_seed=seed, dataset=data.name)
+
+
+def _f2_figure(pruned: bool):
+    def figure(table: pd.DataFrame, s: dict):
+        fig, axes = plotting.panels(1, width=6.0, height=3.8, integer_x=True)
+        col = "pruned_percent" if pruned else "kept_percent"
+        data = table.assign(pruned_percent=100 - table["kept_percent"])
+        sns.lineplot(data=data, x="layer", y=col, hue="model", marker="o", ax=axes[0])
+        axes[0].set(xlabel="layer (conv and linear, in order)",
+                    ylabel=f"% of weights {'pruned' if pruned else 'kept'}")
+        axes[0].set_title(f"RP-F{4 if pruned else 2}: SBP at {s['sparsity']:.0%} sparsity, Kaiming init, "
+                          f"{table['dataset'].iloc[0]}", fontsize=9)
+        return fig
+    return figure
+
+
+def f2_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per model: spread of the kept share over layers (Stable ResNet: more uniform)."""
+    return table.groupby("model", as_index=False).agg(
+        min_kept_percent=("kept_percent", "min"), max_kept_percent=("kept_percent", "max"),
+        sd_kept_percent=("kept_percent", "std"), layers_emptied=("collapsed", "sum"))
+
+
+register(Experiment("RP-F1", f1_parts, f1_measure, f1_figure, f1_summary))
+register(Experiment("RP-Th1", th1_parts, th1_measure, th1_figure, th1_summary))
+register(Experiment("RP-T7", t7_parts, t7_measure, t7_figure, t7_summary))
+register(Experiment("RP-F2", f2_parts, f2_measure, _f2_figure(False), f2_summary))
+register(Experiment("RP-F4", f2_parts, f2_measure, _f2_figure(True), f2_summary))
