@@ -114,6 +114,15 @@ def test_quick_scale_builds_every_target(workdir):
     f16 = pd.read_csv(results / "EP" / "EP-F16.csv")
     assert (f16["dichotomies"] <= f16["label_flips"] + 1).all() and (f16["dichotomies"] <= 2 ** 15).all()
 
+    # RP: the chaotic net loses whole layers to SBP, the EOC net none; rescaling restores chi.
+    rp1 = pd.read_csv(results / "RP" / "RP-F1.csv")
+    emptied = rp1.groupby(["phase", "layer"])["kept_fraction"].max().eq(0).groupby("phase").sum()
+    assert emptied["eoc"] == 0 and emptied["chaotic"] > 0
+    eoc = rp1[rp1["phase"] == "eoc"].iloc[0]
+    assert abs(eoc["chi_measured_rescaled"] - 1) < abs(eoc["chi_measured_pruned"] - 1)
+    t7 = pd.read_csv(results / "RP" / "RP-T7.csv").groupby("gamma")["s_cr"].mean()
+    assert t7.is_monotonic_decreasing and (t7 <= 1).all()
+
     # One figure again, by its short name: nothing to do, everything is up to date.
     again = snakemake("op_f2", "--cores", "1", "--config", "scale=quick", cwd=workdir)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr

@@ -27,7 +27,8 @@ from .. import datasets, plotting
 from ..meanfield import chi, eoc_sigma_w
 from ..models import FFNN, build, initialize
 from ..nets import resolve_device
-from ..pruning import critical_sparsity, layer_table, magnitude_scores, masks_from_scores, snip_scores
+from ..pruning import (apply_masks, chi_empirical, critical_sparsity, layer_table, magnitude_scores,
+                       masks_from_scores, rescale, snip_scores)
 from ..theory import rp_mbp_bound, rp_theorem1_bound
 from . import Experiment, part_seed, register, resolve_part
 
@@ -54,13 +55,21 @@ def f1_parts(s: dict) -> dict[str, dict]:
 
 def f1_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
     """SBP at ``sparsity`` on a depth-100, width-100 FFNN; one row per hidden neuron: the share of
-    its incoming weights kept."""
+    its incoming weights kept; with chi measured on the batch for the dense, pruned and rescaled
+    net (Proposition 1: pruning moves an EOC net off chi = 1, rescaling brings it back)."""
     _, seed = resolve_part(f1_parts(s), s["seed"], key)
     dev = resolve_device(device)
     sigma_w = eoc_sigma_w(s["sigma_b"], s["activation"]) if key == "eoc" else s["chaotic_sigma_w"]
     x, y, data = _batch(s, seed, dev)
     model = _ffnn(s, x[0].numel(), sigma_w, s["sigma_b"], seed, dev)
     masks = masks_from_scores(snip_scores(model, x, y), 1 - s["sparsity"])
+    probe = x.flatten(1).double()
+    model = model.double()
+    chi_dense = chi_empirical(model, probe)
+    apply_masks(model, masks)
+    chi_pruned = chi_empirical(model, probe)
+    chi_rescaled = chi_empirical(rescale(model, masks, sigma_w=sigma_w), probe)
+    log.info("%s: measured chi %.3f dense, %.3f pruned, %.3f rescaled", key, chi_dense, chi_pruned, chi_rescaled)
     rows = []
     for layer, m in enumerate(list(masks.values())[: s["depth"]], start=1):
         kept = m.double().mean(dim=1).cpu().numpy()
@@ -69,6 +78,7 @@ def f1_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFra
              len(masks))
     return pd.concat(rows, ignore_index=True).assign(
         phase=key, sigma_w=sigma_w, sigma_b=s["sigma_b"], chi=chi(sigma_w, s["sigma_b"], s["activation"]),
+        chi_measured_dense=chi_dense, chi_measured_pruned=chi_pruned, chi_measured_rescaled=chi_rescaled,
         sparsity=s["sparsity"], net_seed=seed, dataset=data.name)
 
 
@@ -89,9 +99,11 @@ def f1_figure(table: pd.DataFrame, s: dict):
 
 def f1_summary(table: pd.DataFrame) -> pd.DataFrame:
     per_layer = table.groupby(["phase", "layer"])["kept_fraction"].mean().reset_index()
-    return per_layer.groupby("phase").agg(layers_emptied=("kept_fraction", lambda k: int((k == 0).sum())),
-                                          min_layer_kept=("kept_fraction", "min"),
-                                          max_layer_kept=("kept_fraction", "max")).reset_index()
+    out = per_layer.groupby("phase").agg(layers_emptied=("kept_fraction", lambda k: int((k == 0).sum())),
+                                         min_layer_kept=("kept_fraction", "min"),
+                                         max_layer_kept=("kept_fraction", "max")).reset_index()
+    chis = table.groupby("phase")[["chi", "chi_measured_dense", "chi_measured_pruned", "chi_measured_rescaled"]].first()
+    return out.merge(chis.reset_index(), on="phase")
 
 
 # --- RP-Th1: SBP critical sparsity in the ordered phase ------------------------------------------------
