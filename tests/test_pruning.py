@@ -140,3 +140,21 @@ def test_rp_bounds():
     assert rp_theorem1_bound(chi, 100, 100) > rp_theorem1_bound(chi, 100, 100, log=math.log10)
     bounds = [rp_mbp_bound(g, 10_000, n_grid=20_001, n_eps=100) for g in (2, 5, 10)]
     assert all(0 < b <= 1.0 for b in bounds) and bounds[0] > bounds[1] > bounds[2]  # more uneven, earlier collapse
+
+
+def test_rescaling_a_pruned_cnn_restores_each_channels_fan_in_variance():
+    from reluinit.pruning import rescale
+
+    model = initialize(VanillaCNN(1, 8, 3, 10), "sigma", sigma_w=1.5, seed=7)
+    masks = prune(model, "random", 0.3, seed=1)
+    apply_masks(model, masks)
+    rescale(model, masks, sigma_w=1.5)
+    for name, w in prunable(model).items():
+        per_channel = (w**2).flatten(1).sum(dim=1)
+        kept = masks[name].flatten(1).any(dim=1)
+        torch.testing.assert_close(per_channel[kept], torch.full_like(per_channel[kept], 1.5**2))
+        assert (w[~masks[name]] == 0).all()
+    rescale(model, masks)  # the authors' Algorithm 1: unit sum of squares
+    name, w = next(iter(prunable(model).items()))
+    kept = masks[name].flatten(1).any(dim=1)  # a channel with nothing kept stays at zero
+    torch.testing.assert_close((w**2).flatten(1).sum(dim=1)[kept], torch.ones(int(kept.sum())))

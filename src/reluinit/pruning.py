@@ -80,9 +80,9 @@ def grasp_scores(model: nn.Module, x: torch.Tensor | None = None, y: torch.Tenso
     of the cross-entropy on logits / ``temperature``, or of ``loss_fn(weights)`` when given."""
     weights = {n: w.detach().requires_grad_(True) for n, w in prunable(model).items()}
     loss = loss_fn or (lambda params: _loss(model, params, x, y, temperature))
-    g = torch.autograd.grad(loss(weights), list(weights.values()))
+    # One forward pass serves both: g is the gradient (detached), Hg the gradient of g . grad.
     grad = torch.autograd.grad(loss(weights), list(weights.values()), create_graph=True)
-    hg = torch.autograd.grad(sum((a * b.detach()).sum() for a, b in zip(grad, g)), list(weights.values()))
+    hg = torch.autograd.grad(sum((a * a.detach()).sum() for a in grad), list(weights.values()))
     return {n: w.detach() * h for (n, w), h in zip(weights.items(), hg)}
 
 
