@@ -71,10 +71,14 @@ start() {
   if ! pgrep -x munged >/dev/null; then
     runuser -u munge -- munged && touch "$STATE/started-munged"
   fi
+  # A fresh start forgets jobs left by an interrupted earlier run (-c, and an empty spool):
+  # otherwise the node comes back PLANNED, waiting for jobs that no longer exist.
   if ! pgrep -x slurmctld >/dev/null; then
-    slurmctld -i && touch "$STATE/started-slurmctld"
+    rm -rf "${STATE:?}/ctld/"*
+    slurmctld -c -i && touch "$STATE/started-slurmctld"
   fi
   if ! pgrep -x slurmd >/dev/null; then
+    rm -rf "${STATE:?}/d/"*
     slurmd && touch "$STATE/started-slurmd"
   fi
   for _ in $(seq 60); do
