@@ -86,16 +86,22 @@ def grasp_scores(model: nn.Module, x: torch.Tensor | None = None, y: torch.Tenso
     return {n: w.detach() * h for (n, w), h in zip(weights.items(), hg)}
 
 
-def synflow_masks(model: nn.Module, in_shape: tuple[int, ...], density: float, rounds: int = 100) -> Masks:
-    """SynFlow's iterative, data-free pruning (module doc). ``model`` is left untouched."""
+def _linearized(model: nn.Module, in_shape: tuple[int, ...]):
+    """SynFlow's setting: a float64 copy in eval mode with every parameter and buffer replaced by
+    its absolute value, its prunable weights, and the all-ones input."""
     net = copy.deepcopy(model).double().eval()
     with torch.no_grad():
         for p in net.state_dict().values():
             if p.is_floating_point():
                 p.abs_()
-    weights = {n: w.detach() for n, w in prunable(net).items()}
-    masks = {n: torch.ones_like(w, dtype=torch.bool) for n, w in weights.items()}
     ones = torch.ones((1, *in_shape), dtype=torch.float64, device=next(net.parameters()).device)
+    return net, {n: w.detach() for n, w in prunable(net).items()}, ones
+
+
+def synflow_masks(model: nn.Module, in_shape: tuple[int, ...], density: float, rounds: int = 100) -> Masks:
+    """SynFlow's iterative, data-free pruning (module doc). ``model`` is left untouched."""
+    net, weights, ones = _linearized(model, in_shape)
+    masks = {n: torch.ones_like(w, dtype=torch.bool) for n, w in weights.items()}
     for r in range(1, rounds + 1):
         live = {n: (w * masks[n]).requires_grad_(True) for n, w in weights.items()}
         total = functional_call(net, live, (ones,)).sum()
@@ -107,13 +113,8 @@ def synflow_masks(model: nn.Module, in_shape: tuple[int, ...], density: float, r
 
 def synflow_scores_once(model: nn.Module, in_shape: tuple[int, ...]) -> dict[str, torch.Tensor]:
     """One round of SynFlow scores on the dense net (float64, |theta|, all-ones input)."""
-    net = copy.deepcopy(model).double().eval()
-    with torch.no_grad():
-        for p in net.state_dict().values():
-            if p.is_floating_point():
-                p.abs_()
-    weights = {n: w.detach().requires_grad_(True) for n, w in prunable(net).items()}
-    ones = torch.ones((1, *in_shape), dtype=torch.float64, device=next(net.parameters()).device)
+    net, weights, ones = _linearized(model, in_shape)
+    weights = {n: w.requires_grad_(True) for n, w in weights.items()}
     grads = torch.autograd.grad(functional_call(net, weights, (ones,)).sum(), list(weights.values()))
     return {n: (w * g).detach().abs() for (n, w), g in zip(weights.items(), grads)}
 
