@@ -81,7 +81,7 @@ def test_bad_config_stops_before_any_job(workdir):
 
 
 def test_quick_scale_builds_every_target(workdir):
-    run = snakemake("all", "--cores", "2", "--config", "scale=quick", cwd=workdir)
+    run = snakemake("all", "--cores", "2", "--config", "scale=quick", cwd=workdir, timeout=1800)
     assert run.returncode == 0, run.stderr[-3000:]
     results = workdir / "results"
     for exp in CONFIG["experiments"]:

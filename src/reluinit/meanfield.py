@@ -6,7 +6,8 @@ one input evolves as ``q -> sigma_w^2 E[phi(sqrt(q) z)^2] + sigma_b^2`` and the 
 inputs as ``c -> (sigma_w^2 E[phi(u1) phi(u2)] + sigma_b^2) / q*`` at the variance's fixed point
 q*, with (u1, u2) Gaussian of variance q* and correlation c. The slope of the correlation map at
 c = 1 is ``chi = sigma_w^2 E[phi'(sqrt(q*) z)^2]``: chi < 1 is the ordered phase, chi > 1 the
-chaotic one, and chi = 1 the edge of chaos. Expectations are Gauss-Hermite quadratures.
+chaotic one, and chi = 1 the edge of chaos. Expectations are Gauss-Legendre quadratures split
+at 0.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import math
 from typing import Callable
 
 import numpy as np
-from numpy.polynomial.hermite_e import hermegauss
+from numpy.polynomial.legendre import leggauss
 from scipy.optimize import brentq
 
 Fn = Callable[[np.ndarray], np.ndarray]
@@ -27,8 +28,12 @@ ACTIVATIONS: dict[str, tuple[Fn, Fn]] = {
     "elu": (lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0.0))), lambda x: np.where(x > 0, 1.0, np.exp(np.minimum(x, 0.0)))),
 }
 
-_Z, _W = hermegauss(201)  # nodes and weights for E[f(z)], z ~ N(0, 1)
-_W = _W / math.sqrt(2 * math.pi)
+# E[f(z)] for z ~ N(0, 1) by Gauss-Legendre on [-12, 0] and [0, 12] separately: the activations'
+# derivatives (and ReLU-like maps) have a kink at 0, which a Gauss-Hermite rule over the whole
+# line integrates only to ~0.5% (ELU's chi); on each half the integrand is smooth.
+_X, _V = leggauss(200)
+_Z = np.concatenate([6.0 * (_X - 1), 6.0 * (_X + 1)])
+_W = np.concatenate([6.0 * _V, 6.0 * _V]) * np.exp(-_Z**2 / 2) / math.sqrt(2 * math.pi)
 
 
 def gauss(f: Fn) -> float:
