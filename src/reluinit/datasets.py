@@ -37,6 +37,13 @@ TINY_IMAGENET_DIR = "tiny-imagenet-200"
 
 # The quick scale replaces a paper's dataset by one that ships with an installed package.
 QUICK_STAND_INS = {"mnist": "digits"}
+# Datasets that ship with an installed package: nothing to fetch.
+BUNDLED = {"digits"}
+
+
+def resolve(name: str, scale: str) -> str:
+    """The dataset actually loaded for ``name`` at ``scale`` (the quick stand-in, if any)."""
+    return QUICK_STAND_INS.get(name, name) if scale == "quick" else name
 
 DOWNLOAD_TIMEOUT_S = 60
 
@@ -184,8 +191,7 @@ def rearrange_tiny_imagenet_val(target: str | Path) -> int:
 
 def load(name: str, root: str | Path, train: bool = True, scale: str = "paper") -> Split:
     """Load a split into memory. At the quick scale MNIST becomes the bundled digits."""
-    if scale == "quick" and name in QUICK_STAND_INS:
-        name = QUICK_STAND_INS[name]
+    name = resolve(name, scale)
     if name == "digits":
         return digits(train)
     if name == "tiny_imagenet":

@@ -231,12 +231,9 @@ def project_2d(net: MLP, path, n_points: int, layers: list[int], pre: bool = Tru
     directions: ``{layer: [n_points, 2]}``. Pre-activations by default (TG-F1, EP-F3)."""
     t = torch.linspace(0.0, 1.0, n_points, dtype=torch.float64, device=net.weights[0].device)
     z = path(t).to(net.weights[0].dtype)
-    images = {0: z}
+    preacts, _ = net.forward(z)
     act = ACTIVATIONS[net.activation]
-    for l, (w, b) in enumerate(zip(net.effective_weights()[: net.n_hidden], net.biases), start=1):
-        h = torch.addmm(b, z, w.T)
-        z = act(h)
-        images[l] = h if pre else z
+    images = {0: z, **{l: h if pre else act(h) for l, h in enumerate(preacts, start=1)}}
     out = {}
     for layer in layers:
         x = images[layer].double()

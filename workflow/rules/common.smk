@@ -72,12 +72,11 @@ TORCHVISION_DATASETS = ["mnist", "cifar10", "cifar100"]
 
 
 def dataset_input(name):
-    """Rule input for a dataset: its fetch record at the paper scale, nothing at the quick
-    scale when a bundled stand-in replaces it (reluinit.datasets.QUICK_STAND_INS), nor for
-    the bundled digits themselves."""
-    from reluinit.datasets import QUICK_STAND_INS
+    """Rule input for a dataset: its fetch record, or nothing when what is loaded at this scale
+    ships with an installed package (the quick stand-ins, reluinit.datasets.QUICK_STAND_INS)."""
+    from reluinit.datasets import BUNDLED, resolve
 
-    if name == "digits" or (SCALE == "quick" and name in QUICK_STAND_INS):
+    if resolve(name, SCALE) in BUNDLED:
         return []
     return [f"{DATA}/fetched/{name}.json"]
 

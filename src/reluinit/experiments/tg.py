@@ -14,6 +14,7 @@ Choices the paper leaves open (also in the README):
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import numpy as np
@@ -43,15 +44,20 @@ def endpoints(s: dict, seed: int, device) -> tuple[torch.Tensor, torch.Tensor]:
     ``s["dataset"]`` when the settings name a dataset, else two random vectors of ``R^input_dim``
     drawn from ``seed``."""
     if "dataset" in s:
-        data = datasets.load(s["dataset"], s["data_dir"], train=False, scale=s["scale"])
-        idx = list(s["points"])
-        if max(idx) >= len(data.x):
-            raise ValueError(f"points {idx} are beyond the {len(data.x)} test images of {data.name}")
-        x = data.x[idx].flatten(1).to(DTYPE)
+        x = _test_points(s["dataset"], s["data_dir"], s["scale"], tuple(s["points"]))
     else:
-        x = torch.randn(2, s["input_dim"], generator=torch.Generator().manual_seed(seed), dtype=DTYPE)
-    x = normalise(x)
+        x = normalise(torch.randn(2, s["input_dim"], generator=torch.Generator().manual_seed(seed), dtype=DTYPE))
     return x[0].to(device), x[1].to(device)
+
+
+@functools.lru_cache(maxsize=8)
+def _test_points(dataset: str, data_dir: str, scale: str, idx: tuple[int, ...]) -> torch.Tensor:
+    """The normalised test images ``idx``, loaded once per job (every net of a sweep joins the
+    same two images)."""
+    data = datasets.load(dataset, data_dir, train=False, scale=scale)
+    if max(idx) >= len(data.x):
+        raise ValueError(f"points {list(idx)} are beyond the {len(data.x)} test images of {data.name}")
+    return normalise(data.x[list(idx)].flatten(1).to(DTYPE))
 
 
 def normalise(x: torch.Tensor) -> torch.Tensor:
@@ -62,7 +68,7 @@ def normalise(x: torch.Tensor) -> torch.Tensor:
 def dataset_name(s: dict) -> str:
     if "dataset" not in s:
         return f"random R^{s['input_dim']}"
-    return datasets.QUICK_STAND_INS.get(s["dataset"], s["dataset"]) if s["scale"] == "quick" else s["dataset"]
+    return datasets.resolve(s["dataset"], s["scale"])
 
 
 def path_rows(net, path, n_pieces: int, /, **labels) -> pd.DataFrame:
