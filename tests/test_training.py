@@ -38,3 +38,128 @@ def test_divergence_is_a_result_not_a_crash():
     states = training.train_adam(net, (x, y), (x, y), epochs=2, lr=1e-3, batch_size=16, seed=0, checkpoints=[2])
     assert states[-1]["diverged"] and math.isnan(states[-1]["train_loss"])
     assert states[-1]["test_acc"] == 1 / 3
+
+
+# --- the engine (training.fit) --------------------------------------------------------------------
+
+import os  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import textwrap  # noqa: E402
+import time  # noqa: E402
+
+import pytest  # noqa: E402
+
+from reluinit import datasets, models, pruning  # noqa: E402
+from reluinit.training import DeviceData, Recipe, fit  # noqa: E402
+
+DIGITS_RUN = """
+import sys, torch
+from reluinit import datasets, models
+from reluinit.training import DeviceData, Recipe, fit
+torch.manual_seed(0)
+tr, te = datasets.digits(True), datasets.digits(False)
+train, test = DeviceData.from_split(tr, "cpu"), None
+test = DeviceData.from_split(te, "cpu", like=train)
+model = models.initialize(models.build("ffnn", 10, (1, 8, 8), width=32, depth=2), "he", seed=1)
+recipe = Recipe(optimizer="sgd", lr=0.05, momentum=0.9, weight_decay=5e-4, nesterov=True, batch_size=64,
+                epochs=int(sys.argv[2]), augment=True, crop_pad=1, schedule="step")
+run = fit(model, train, test, recipe, seed=3, checkpoint=sys.argv[1] if sys.argv[1] != "-" else None)
+torch.save(model.state_dict(), sys.argv[3])
+"""
+
+
+def _digits_run(tmp_path, checkpoint, epochs, out):
+    script = tmp_path / "run.py"
+    script.write_text(DIGITS_RUN)
+    return [sys.executable, str(script), str(checkpoint), str(epochs), str(out)]
+
+
+def test_kill_and_resume_gives_the_same_final_weights(tmp_path):
+    """A run killed (SIGKILL) after a few epochs and restarted ends with exactly the weights of a
+    run that was never interrupted (CPU, same seed)."""
+    epochs = 12
+    subprocess.run(_digits_run(tmp_path, "-", epochs, tmp_path / "straight.pt"), check=True)
+    ckpt = tmp_path / "ckpt.pt"
+    proc = subprocess.Popen(_digits_run(tmp_path, ckpt, epochs, tmp_path / "never.pt"))
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        state = training.load_checkpoint(ckpt) if ckpt.exists() else None
+        if state is not None and state["history"][-1]["epoch"] >= 3:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (tmp_path / "never.pt").exists(), "the first run finished before it was killed"
+    killed_at = training.load_checkpoint(ckpt)["history"][-1]["epoch"]
+    assert 3 <= killed_at < epochs
+    subprocess.run(_digits_run(tmp_path, ckpt, epochs, tmp_path / "resumed.pt"), check=True)
+    a = torch.load(tmp_path / "straight.pt", weights_only=True)
+    b = torch.load(tmp_path / "resumed.pt", weights_only=True)
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    history = training.load_checkpoint(ckpt)["history"]
+    assert [r["epoch"] for r in history] == list(range(epochs + 1))  # every epoch recorded once
+    assert history[-1]["test_acc"] > 0.5
+
+
+def _tiny(seed=0, **kw):
+    model = models.initialize(models.build("ffnn", 10, (1, 8, 8), width=16, depth=2, **kw), "he", seed=seed)
+    train = DeviceData.from_split(datasets.digits(True), "cpu")
+    return model, train, DeviceData.from_split(datasets.digits(False), "cpu", like=train)
+
+
+def test_a_run_that_blows_up_is_recorded_as_diverged_at_chance():
+    model, train, test = _tiny()
+    run = fit(model, train, test, Recipe(optimizer="sgd", lr=1e6, momentum=0.9, epochs=5, batch_size=32,
+                                         check_every=5), seed=0)
+    assert run.diverged and run.final["diverged"]
+    assert run.final["test_acc"] == pytest.approx(0.1) and math.isnan(run.final["train_loss"])
+    assert run.final["epoch"] < 5  # stopped early
+    assert run.summary()["diverged"]
+
+
+def test_masks_survive_100_optimizer_steps_and_an_empty_layer_trains():
+    model, train, test = _tiny()
+    x, y = datasets.balanced_batch(datasets.digits(True), 5, seed=0)
+    masks = pruning.prune(model, "snip", 0.3, x=x, y=y)
+    first = next(iter(masks))
+    masks[first] = torch.zeros_like(masks[first])  # a layer emptied by pruning
+    pruning.apply_masks(model, masks)
+    recipe = Recipe(optimizer="sgd", lr=0.05, momentum=0.9, weight_decay=1e-3, iterations=100, batch_size=32)
+    run = fit(model, train, test, recipe, seed=1)
+    assert run.final["step"] == 100 and not run.diverged
+    for name, mask in masks.items():
+        w = dict(model.named_modules())[name.rsplit(".", 1)[0]].weight
+        assert torch.all(w[~mask] == 0), name
+        assert torch.any(w[mask] != 0) or not mask.any()
+    # nothing reaches past the empty layer: every input gets the same prediction, chance-level
+    assert run.final["test_acc"] < 0.2
+
+
+def test_step_schedule_and_best_epoch_bookkeeping():
+    r = Recipe(lr=0.1, schedule="step")
+    assert [r.lr_at(e, 160) for e in (1, 80, 81, 120, 121, 160)] == pytest.approx(
+        [0.1, 0.1, 0.01, 0.01, 0.001, 0.001])
+    assert Recipe(lr=1.0, schedule=[2, 4]).lr_at(5, 10) == pytest.approx(0.01)
+    model, train, test = _tiny()
+    run = fit(model, train, test, Recipe(optimizer="adam", lr=1e-2, epochs=3, batch_size=64, schedule="constant"),
+              seed=2, on_epoch=lambda e, m: [{"weight_norm": float(m[1].weight.norm())}])
+    s = run.summary()
+    assert s["best_test_acc"] == max(r["test_acc"] for r in run.history) > 0.8
+    assert [m["epoch"] for m in run.measures] == [0, 1, 2, 3]
+
+
+def test_on_device_augmentation_crops_and_flips():
+    x = torch.arange(2 * 1 * 4 * 4, dtype=torch.float32).view(2, 1, 4, 4)
+    gen = torch.Generator().manual_seed(0)
+    out = training._crop_flip(x, gen, pad=0)
+    # without padding a crop is the image itself, possibly flipped left-right
+    for a, b in zip(out, x):
+        assert torch.equal(a, b) or torch.equal(a, b.flip(-1))
+    out = training._crop_flip(x, gen, pad=2)
+    assert out.shape == x.shape
+    # every value of a shifted crop is either padding (0) or a pixel of the same image
+    for a, b in zip(out, x):
+        assert set(a.flatten().tolist()) <= set(b.flatten().tolist()) | {0.0}

@@ -18,18 +18,28 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torchvision
 
 log = logging.getLogger(__name__)
 
+# torchvision's dataset classes by name; imported on first use (importing torchvision costs
+# every job about a second, and most jobs never read a dataset).
 TORCHVISION = {
-    "mnist": torchvision.datasets.MNIST,
+    "mnist": "MNIST",
     # Not used by the papers; MNIST-shaped and installable offline from Debian's
     # dataset-fashion-mnist, so MNIST experiments can run at full size without a download.
-    "fashion_mnist": torchvision.datasets.FashionMNIST,
-    "cifar10": torchvision.datasets.CIFAR10,
-    "cifar100": torchvision.datasets.CIFAR100,
+    "fashion_mnist": "FashionMNIST",
+    "cifar10": "CIFAR10",
+    "cifar100": "CIFAR100",
 }
+
+
+def _torchvision_class(name: str):
+    cls = TORCHVISION[name]
+    if isinstance(cls, str):
+        import torchvision
+
+        cls = getattr(torchvision.datasets, cls)
+    return cls
 
 TINY_IMAGENET_URL = "http://cs231n.stanford.edu/tiny-imagenet-200.zip"
 TINY_IMAGENET_MD5 = "90528d7ca1a48142e341f4ef8d21d0de"
@@ -95,7 +105,7 @@ def fetch(name: str, root: str | Path) -> dict:
     """Make ``name`` available under ``root`` (downloading if needed) and describe it."""
     if name == "tiny_imagenet":
         return fetch_tiny_imagenet(root)
-    cls = TORCHVISION[name]
+    cls = _torchvision_class(name)
     root = Path(root)
     counts = {}
     for train in (True, False):
@@ -196,9 +206,11 @@ def load(name: str, root: str | Path, train: bool = True, scale: str = "paper") 
         return digits(train)
     if name == "tiny_imagenet":
         folder = Path(root) / TINY_IMAGENET_DIR / ("train" if train else "val")
+        import torchvision
+
         return to_split(torchvision.datasets.ImageFolder(str(folder)), name)
     try:
-        ds = _open_torchvision(TORCHVISION[name], Path(root), train, download=False)
+        ds = _open_torchvision(_torchvision_class(name), Path(root), train, download=False)
     except RuntimeError as e:
         raise DatasetUnavailable(f"{name} is not under {root}: run `snakemake fetch_{name}` first ({e})") from e
     return to_split(ds, name)
@@ -216,7 +228,8 @@ def to_split(ds, name: str) -> Split:
         x = x.float().div(255.0)
         y = torch.as_tensor(np.asarray(ds.targets), dtype=torch.long)
     else:
-        to_tensor = torchvision.transforms.functional.pil_to_tensor
+        from torchvision.transforms.functional import pil_to_tensor as to_tensor
+
         items = [(to_tensor(img.convert("RGB")), label) for img, label in ds]
         x = torch.stack([i for i, _ in items]).float().div(255.0)
         y = torch.tensor([label for _, label in items], dtype=torch.long)

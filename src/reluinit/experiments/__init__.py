@@ -53,7 +53,7 @@ def register(exp: Experiment) -> Experiment:
 
 
 def get(exp_id: str) -> Experiment:
-    _load_all()
+    _load(paper_of(exp_id))
     try:
         return REGISTRY[exp_id]
     except KeyError:
@@ -75,6 +75,19 @@ def resolve_part(parts: dict[str, dict], base_seed: int, key: str) -> tuple[dict
     return parts[key], part_seed(base_seed, list(parts).index(key))
 
 
+def _load(paper: str) -> None:
+    """Import the modules of ``paper`` (importing a module registers its experiments); only
+    those, so a job pays for the imports of its own paper alone. Unknown papers load all."""
+    import importlib
+
+    for module in MODULES.get(paper, sorted({m for ms in MODULES.values() for m in ms})):
+        importlib.import_module(f"{__name__}.{module}")
+
+
 def _load_all() -> None:
-    # Importing a paper's module registers its experiments.
-    from . import ep, lr, op, rp, tg, x  # noqa: F401
+    for paper in MODULES:
+        _load(paper)
+
+
+# The modules that register each paper's experiments.
+MODULES = {"TG": ["tg"], "EP": ["ep"], "OP": ["op"], "LR": ["lr"], "RP": ["rp"], "X": ["x"]}
