@@ -16,5 +16,5 @@ include: "workflow/rules/reports.smk"
 rule all:
     default_target: True
     input:
-        [figure_files(exp) for exp in EXPERIMENTS],
+        [figure_files(exp) for exp in DEFAULT],
         [report_files(paper) for paper in REPORT_PAPERS],

@@ -20,9 +20,20 @@ def settings(config: dict, exp_id: str, scale: str | None = None) -> dict:
     merged = _at_scale(config["experiments"][exp_id], scale)
     if "training" in merged:  # the trained nets it measures: that spec's settings, same scale
         merged["train"] = training_settings(config, merged["training"], scale)
-    if "dataset" in merged:  # where to load it from, and whether the quick stand-in applies
+    if isinstance(merged.get("recipe"), str):  # how it trains: a named recipe, same scale
+        merged["recipe"] = recipe(config, merged["recipe"], scale)
+    if "recipes_by_dataset" in merged:
+        merged["recipes_by_dataset"] = {d: recipe(config, r, scale) for d, r in merged["recipes_by_dataset"].items()}
+    if "dataset" in merged or "datasets" in merged:  # where to load it from, and whether the quick stand-in applies
         merged.update(data_dir=config["data_dir"], scale=scale)
     return merged
+
+
+def recipe(config: dict, name: str, scale: str) -> dict:
+    """A named recipe (config `recipes:`) at ``scale``, with its name."""
+    if name not in config.get("recipes", {}):
+        raise KeyError(f"no recipe {name!r} under `recipes:` in the config; known: {sorted(config.get('recipes', {}))}")
+    return {**_at_scale(config["recipes"][name], scale), "name": name}
 
 
 def training_settings(config: dict, spec: str, scale: str | None = None) -> dict:

@@ -5,8 +5,10 @@ Choices:
 * The vanilla CNN has no pooling and uses periodic (circular) padding by default, so every layer
   sees a translation-invariant input, as in the mean-field analysis of convolutions; ``padding=
   "zeros"`` is the other option. Its classifier averages each channel over space.
-* VGG16 is the CIFAR variant (13 conv layers with batch norm, max-pooling, one linear classifier);
-  ``width`` multiplies every channel count (3 for 3xVGG16).
+* VGG16 is the CIFAR variant (13 conv layers with batch norm, max-pooling, one linear classifier).
+  RP's 3xVGG16 keeps the five pooling layers and has 3 times the convolutions inside each block
+  between two poolings (``repeat=3``). Poolings round up (``ceil_mode``), which changes nothing on
+  32x32 images and lets the quick scale's 8x8 digits through all five.
 * CIFAR ResNets: BasicBlocks, depth 6n + 2, channels [32, 64, 128] ("doubled filters"), 1x1
   convolution shortcuts where the shape changes. The Stable ResNet divides each residual branch
   (after its last batch norm) by sqrt(L), L the number of blocks (15/24/51 for ResNet32/50/104);
@@ -20,7 +22,7 @@ import math
 import torch
 from torch import nn
 
-ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU}
+ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "hardtanh": nn.Hardtanh}
 
 
 def _act(name: str) -> nn.Module:
@@ -61,15 +63,16 @@ VGG16_CFG = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M",
 
 
 class VGG16(nn.Sequential):
-    def __init__(self, in_channels: int = 3, n_out: int = 10, width: int = 1, activation: str = "relu"):
+    def __init__(self, in_channels: int = 3, n_out: int = 10, repeat: int = 1, activation: str = "relu"):
         layers: list[nn.Module] = []
         c = in_channels
         for v in VGG16_CFG:
             if v == "M":
-                layers.append(nn.MaxPool2d(2))
-            else:
-                layers += [nn.Conv2d(c, v * width, 3, padding=1), nn.BatchNorm2d(v * width), _act(activation)]
-                c = v * width
+                layers.append(nn.MaxPool2d(2, ceil_mode=True))
+                continue
+            for _ in range(repeat):
+                layers += [nn.Conv2d(c, v, 3, padding=1), nn.BatchNorm2d(v), _act(activation)]
+                c = v
         layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, n_out)]
         super().__init__(*layers)
 
@@ -115,14 +118,46 @@ class ResNet(nn.Module):
         return self.head(self.blocks(self.stem(x)))
 
 
+class EPConvNet(nn.Sequential):
+    """EP's CIFAR-10 conv net, as far as the paper describes it ("layers 3 and 7 are pooling
+    layers", a final fully connected layer that halves the number of neurons): blocks
+    1 conv, 2 conv, 3 max-pool, 4 conv, 5 conv, 6 conv, 7 max-pool, 8 fully connected, 9 readout.
+    3x3 convolutions of ``width`` channels, then ``2 width`` channels after the first pooling;
+    with ``batch_norm`` each conv is followed by batch norm (EP-F10). Each block is one child, so
+    a trajectory can be measured after every block (``trajectories.module_lengths``)."""
+
+    def __init__(self, in_shape: tuple[int, ...], n_out: int = 10, width: int = 32, activation: str = "relu",
+                 batch_norm: bool = False):
+        c0, h, w = in_shape
+
+        def conv(c_in, c_out):
+            return nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1),
+                                 *([nn.BatchNorm2d(c_out)] if batch_norm else []), _act(activation))
+
+        flat = 2 * width * math.ceil(math.ceil(h / 2) / 2) * math.ceil(math.ceil(w / 2) / 2)
+        hidden = max(flat // 2, n_out)  # "the final fc layer halves the number of neurons"
+        super().__init__(conv(c0, width), conv(width, width), nn.MaxPool2d(2, ceil_mode=True),
+                         conv(width, 2 * width), conv(2 * width, 2 * width), conv(2 * width, 2 * width),
+                         nn.MaxPool2d(2, ceil_mode=True),
+                         nn.Sequential(nn.Flatten(), nn.Linear(flat, hidden), _act(activation)),
+                         nn.Linear(hidden, n_out))
+
+
 def build(name: str, n_out: int, in_shape: tuple[int, ...], activation: str = "relu", **kw) -> nn.Module:
-    """A model by name: ``ffnn``, ``cnn``, ``vgg16``, ``vgg16x3``, ``resnet<d>``, ``stable_resnet<d>``."""
+    """A model by name: ``ffnn``, ``cnn``, ``vgg16``, ``vgg16x3``, ``resnet<d>``, ``stable_resnet<d>``,
+    ``epconv``, ``epconv_bn`` and (RP-T8) ``resnet50_imagenet``."""
     if name == "ffnn":
         return FFNN(math.prod(in_shape), kw["width"], kw["depth"], n_out, activation)
     if name == "cnn":
         return VanillaCNN(in_shape[0], kw["width"], kw["depth"], n_out, activation, kw.get("padding", "circular"))
     if name in ("vgg16", "vgg16x3"):
         return VGG16(in_shape[0], n_out, 3 if name.endswith("x3") else 1, activation)
+    if name in ("epconv", "epconv_bn"):
+        return EPConvNet(in_shape, n_out, kw.get("width", 32), activation, batch_norm=name.endswith("_bn"))
+    if name == "resnet50_imagenet":  # RP-T8 only: torchvision's ImageNet ResNet50 (bottlenecks)
+        import torchvision
+
+        return torchvision.models.resnet50(num_classes=n_out)
     for prefix, stable in (("stable_resnet", True), ("resnet", False)):
         if name.startswith(prefix) and name[len(prefix):].isdigit():
             return ResNet(int(name[len(prefix):]), n_out, in_shape[0], activation=activation, stable=stable)

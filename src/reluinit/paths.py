@@ -8,6 +8,7 @@ arguments may be Snakemake wildcards (``"{exp}"``); pass ``paper`` explicitly th
     results/figures/<ID>.pdf|.png       the catalogue figure
     results/reports/<PAPER>.ipynb|.html executed notebook of one paper
     results/trained/<spec>/<arch>-run<r>.pt checkpoints of one trained net
+    results/checkpoints/<PAPER>/<ID>/<part>/<run>.pt resumable state of a training run
     results/logs/..., results/benchmarks/...
 """
 
@@ -30,6 +31,12 @@ def figures(results: str, exp: str) -> list[str]:
 
 def trained(results: str, spec: str, arch: str, run) -> str:
     return f"{results}/trained/{spec}/{arch}-run{run}.pt"
+
+
+def checkpoints(results: str, exp: str, part: str, paper: str | None = None) -> str:
+    """Folder of a training job's run checkpoints. Not a declared output: Snakemake deletes the
+    outputs of a failed job, and a job killed by a time limit must find them to resume."""
+    return f"{results}/checkpoints/{paper or paper_of(exp)}/{exp}/{part}"
 
 
 def report(results: str, paper: str, ext: str) -> str:

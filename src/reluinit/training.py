@@ -310,6 +310,26 @@ def fit(model: nn.Module, train: DeviceData, test: DeviceData, recipe: Recipe, *
     return run
 
 
+def load_data(s: dict, device, channels_last: bool = False) -> tuple[DeviceData, DeviceData, datasets.Split]:
+    """The train and test splits of ``s["dataset"]`` (the quick stand-in at the quick scale) on the
+    device, normalised with the training set's statistics; and the training split itself (for
+    pruning batches)."""
+    split = datasets.load(s["dataset"], s["data_dir"], train=True, scale=s["scale"])
+    train = DeviceData.from_split(split, device, channels_last=channels_last)
+    test = DeviceData.from_split(datasets.load(s["dataset"], s["data_dir"], train=False, scale=s["scale"]), device,
+                                 like=train, channels_last=channels_last)
+    return train, test, split
+
+
+def history_table(result: Run, **columns) -> "pd.DataFrame":
+    """A run's epochs as a tidy table (one row per epoch) with ``columns`` (the run's settings) and
+    its final- and best-epoch test accuracy repeated on every row."""
+    import pandas as pd
+
+    return pd.DataFrame(result.history).assign(**columns, **{k: v for k, v in result.summary().items()
+                                                          if k != "diverged"}, run_diverged=result.diverged)
+
+
 def resume_masks(checkpoint: str | Path | None) -> dict | None:
     """The masks stored in a checkpoint, or None when there is none to resume from."""
     state = load_checkpoint(checkpoint) if checkpoint else None

@@ -241,3 +241,26 @@ def project_2d(net: MLP, path, n_points: int, layers: list[int], pre: bool = Tru
         _, _, v = torch.linalg.svd(x, full_matrices=False)
         out[layer] = (x @ v[:2].T).cpu().numpy()
     return out
+
+
+@torch.no_grad()
+def module_lengths(blocks, path, n_pieces: int, in_shape: tuple[int, ...], chunk: int = 1024) -> np.ndarray:
+    """Length of the image of ``path`` (over flat inputs) after each of ``blocks`` applied in turn,
+    index 0 being the input: for any torch modules (conv nets with pooling, batch norm in eval
+    mode, trained nets). Chord sums over ``n_pieces`` pieces, streamed in chunks that share their
+    boundary point, as in ``measure``."""
+    blocks = list(blocks)
+    lengths = np.zeros(len(blocks) + 1)
+    t = torch.linspace(0, 1, n_pieces + 1, dtype=torch.float64)
+    for start in range(0, n_pieces, chunk):
+        ts = t[start: min(start + chunk, n_pieces) + 1]
+        h = path(ts.to(path.x0.device)).to(path.x0.dtype)
+        h = h.view(len(ts), *in_shape)
+        outs = [h]
+        for block in blocks:
+            h = block(h)
+            outs.append(h)
+        for d, z in enumerate(outs):
+            z = z.flatten(1).double()
+            lengths[d] += (z[1:] - z[:-1]).norm(dim=1).sum().item()
+    return lengths

@@ -1,4 +1,5 @@
 # Shared helpers: config validation, the library on the path, settings and paths by id.
+import re
 import sys
 from pathlib import Path
 
@@ -31,6 +32,14 @@ DATA = config["data_dir"]
 SCALE = config["scale"]
 EXPERIMENTS = list(config["experiments"])
 PAPERS = sorted({experiments.paper_of(e) for e in EXPERIMENTS})
+# Experiments that train run as `train_part` jobs (GPU, long); views plot another's table;
+# optional ones (RP-T8, ImageNet) are configured but left out of `all`.
+TRAINING = [e for e in EXPERIMENTS if experiments.get(e).trains and not experiments.get(e).source]
+SOURCES = {e: experiments.get(e).source for e in EXPERIMENTS if experiments.get(e).source}
+for _view, _source in SOURCES.items():
+    if _source not in EXPERIMENTS:
+        raise WorkflowError(f"{_view} plots the runs of {_source}: configure {_source} too")
+DEFAULT = [e for e in EXPERIMENTS if not settings(config, e).get("optional", False)]
 
 
 def exp_settings(exp):
@@ -47,11 +56,45 @@ def measure_inputs(w):
     fetch record of the dataset it draws inputs from (none at the quick scale)."""
     s = exp_settings(w.exp)
     trained = [paths.trained(RESULTS, *t) for t in experiments.get(w.exp).trained(s, w.part)]
-    return trained + (dataset_input(s["dataset"]) if "dataset" in s else [])
+    names = ([s["dataset"]] if "dataset" in s else []) + s.get("datasets", [])
+    return trained + [f for name in names for f in dataset_input(name)]
 
 
 def part_keys(exp):
     return list(experiments.get(exp).parts(exp_settings(exp)))
+
+
+def table_parts(exp):
+    """The part files an experiment's table is made of (a view's are its source's)."""
+    source = SOURCES.get(exp, exp)
+    return [paths.part(RESULTS, source, key) for key in part_keys(source)]
+
+
+def _hours(runtime):
+    value, unit = re.fullmatch(r"([0-9.]+)\s*([a-z]*)", str(runtime)).groups()
+    return float(value) * {"": 1 / 60, "m": 1 / 60, "min": 1 / 60, "h": 1, "d": 24}[unit]
+
+
+def train_resources(w):
+    """A training job's resources from its experiment's `resources` settings: gpu, cpus per GPU,
+    memory, and a runtime that may depend on the model (`runtime: {resnet32: "12h", ...}`);
+    a job that runs several runs asks for the sum of theirs."""
+    s = exp_settings(w.exp)
+    r = s.get("resources", {})
+    runs = experiments.get(w.exp).parts(s)[w.part]["runs"].values()
+    per_model = r.get("runtime", "1h")
+    if isinstance(per_model, dict):
+        hours = sum(_hours(per_model.get(run.get("model"), per_model.get("default", "1h"))) for run in runs)
+    else:
+        hours = _hours(per_model) * len(runs)
+    out = {"mem_mb": r.get("mem_mb", 8000), "runtime": f"{max(1, round(hours * 60))}m"}
+    if r.get("gpu", 0):
+        out.update(gpu=r["gpu"], cpus_per_gpu=r.get("cpus_per_gpu", 8))
+    return out
+
+
+def checkpoint_dir(w):
+    return paths.checkpoints(RESULTS, w.exp, w.part)
 
 
 def figure_files(exp):

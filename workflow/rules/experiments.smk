@@ -5,8 +5,11 @@
 
 wildcard_constraints:
     paper="[A-Z]+",
-    exp="[A-Z]+-[A-Za-z0-9]+",
     part="[A-Za-z0-9_=.-]+",
+
+
+def _one_of(ids):
+    return "|".join(re.escape(e) for e in ids) or "(?!)"
 
 
 rule measure:
@@ -14,6 +17,8 @@ rule measure:
         measure_inputs,
     output:
         paths.part(RESULTS, "{exp}", "{part}", paper="{paper}"),
+    wildcard_constraints:
+        exp=_one_of([e for e in EXPERIMENTS if e not in TRAINING and e not in SOURCES]),
     params:
         settings=lambda w: exp_settings(w.exp),
         scale=SCALE,
@@ -34,9 +39,42 @@ rule measure:
         "../scripts/measure.py"
 
 
+# Training runs of an experiment: same outputs as `measure`, on a GPU on a cluster. Each run keeps
+# a checkpoint (every epoch) outside the declared outputs, so a job killed by a time limit or
+# preemption resumes where it stopped when it is rerun (the SLURM profile retries once).
+rule train_part:
+    input:
+        measure_inputs,
+    output:
+        paths.part(RESULTS, "{exp}", "{part}", paper="{paper}"),
+    wildcard_constraints:
+        exp=_one_of(TRAINING),
+    params:
+        settings=lambda w: exp_settings(w.exp),
+        scale=SCALE,
+        device=config["device"],
+        checkpoints=checkpoint_dir,
+    message:
+        "{wildcards.exp} [{wildcards.part}]: training at the {params.scale} scale -> {output}"
+    log:
+        log_file("{paper}/{exp}/{part}"),
+    benchmark:
+        benchmark_file("{paper}/{exp}/{part}")
+    threads: 2
+    resources:
+        mem_mb=lambda w: train_resources(w)["mem_mb"],
+        runtime=lambda w: train_resources(w)["runtime"],
+        gpu=lambda w: train_resources(w).get("gpu", 0),
+        cpus_per_gpu=lambda w: train_resources(w).get("cpus_per_gpu", 0),
+    conda:
+        "../../envs/science.yaml"
+    script:
+        "../scripts/measure.py"
+
+
 rule combine:
     input:
-        lambda w: [paths.part(RESULTS, w.exp, key) for key in part_keys(w.exp)],
+        lambda w: table_parts(w.exp),
     output:
         paths.table(RESULTS, "{exp}", paper="{paper}"),
     log:

@@ -10,6 +10,12 @@ these four functions, registering them here, and adding a config block and a rul
 * ``trained(settings, key) -> [(spec, arch, run)]`` (optional): the trained nets a job reads,
 * ``figure(table, settings) -> Figure``: the catalogue figure from the combined table,
 * ``summary(table) -> DataFrame``: the numbers a reader compares with the paper.
+
+Experiments that train (``trains=True``) run as the workflow's training jobs (GPU, long runtimes;
+rule ``train_part``): their ``measure`` also gets ``checkpoints``, a folder where each training
+run keeps its resumable checkpoint, and their parts usually group several runs (``group_runs``).
+An experiment with a ``source`` plots another experiment's table (one set of training runs, several
+figures): it has no jobs of its own.
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ class Experiment:
     figure: Callable[[pd.DataFrame, dict], object]
     summary: Callable[[pd.DataFrame], pd.DataFrame]
     trained: Callable[[dict, str], list[tuple[str, str, int]]] = lambda settings, key: []
+    trains: bool = False
+    source: str | None = None
 
     @property
     def paper(self) -> str:
@@ -75,6 +83,16 @@ def resolve_part(parts: dict[str, dict], base_seed: int, key: str) -> tuple[dict
     return parts[key], part_seed(base_seed, list(parts).index(key))
 
 
+def group_runs(runs: dict[str, dict], per_job: int) -> dict[str, dict]:
+    """Parts of ``per_job`` training runs each (in order): a part's kwargs are ``{"runs": {run key:
+    run kwargs}}``. With one run per job a part is named after its run, else ``group<i>``."""
+    keys = list(runs)
+    if per_job <= 1:
+        return {k: {"runs": {k: runs[k]}} for k in keys}
+    chunks = [keys[i:i + per_job] for i in range(0, len(keys), per_job)]
+    return {f"group{i}": {"runs": {k: runs[k] for k in chunk}} for i, chunk in enumerate(chunks)}
+
+
 def _load(paper: str) -> None:
     """Import the modules of ``paper`` (importing a module registers its experiments); only
     those, so a job pays for the imports of its own paper alone. Unknown papers load all."""
@@ -90,4 +108,5 @@ def _load_all() -> None:
 
 
 # The modules that register each paper's experiments.
-MODULES = {"TG": ["tg"], "EP": ["ep"], "OP": ["op"], "LR": ["lr"], "RP": ["rp"], "X": ["x"]}
+MODULES = {"TG": ["tg", "tg_train"], "EP": ["ep", "ep_train"], "OP": ["op"], "LR": ["lr"], "RP": ["rp", "rp_train"],
+           "X": ["x"]}

@@ -1,0 +1,242 @@
+"""RP: the experiments that prune at initialization and then train (RP-F3/F5, RP-T1..T5, T8, T9).
+
+Every run is the same pipeline (``train_pruned``): build the model, initialize it (He, the EOC of
+its activation, or the ordered phase), prune with one method on one class-balanced batch, rescale
+if asked (Algorithm 1), apply the masks (they stay applied) and train with ``training.fit``. Each
+run's epochs are rows of the table; a run that diverges, or whose pruning emptied a layer, is a
+row like any other (``diverged``, ``collapsed_layers``).
+
+Methods (the papers' names): ``random``, ``mbp`` (magnitude), ``snip``, ``grasp``, ``synflow``;
+``sbp_sr`` and ``grasp_sr`` are SNIP and GraSP on the Stable ResNet (RP: "SBP with Stable Resnet";
+ResNets need no rescaling, Proposition 3); ``eoc_rescaling`` is SNIP at the EOC followed by the
+rescaling trick; ``dense`` trains without pruning. OBD is not implemented (it needs the Hessian
+diagonal of the whole net). Choices the paper leaves open are in the README.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+
+import pandas as pd
+import seaborn as sns
+import torch
+
+from .. import datasets, plotting
+from ..meanfield import eoc_sigma_w
+from ..models import build, initialize
+from ..nets import resolve_device
+from ..pruning import apply_masks, layer_table, prune, rescale, sparsity
+from ..training import Recipe, fit, history_table, load_data, resume_masks
+from . import Experiment, group_runs, part_seed, register
+
+log = logging.getLogger(__name__)
+
+# method -> (pruner, on the Stable ResNet, rescaled after pruning)
+METHODS = {
+    "dense": (None, False, False),
+    "random": ("random", False, False),
+    "mbp": ("magnitude", False, False),
+    "snip": ("snip", False, False),
+    "grasp": ("grasp", False, False),
+    "synflow": ("synflow", False, False),
+    "sbp_sr": ("snip", True, False),
+    "grasp_sr": ("grasp", True, False),
+    "eoc_rescaling": ("snip", False, True),
+}
+
+
+def init_point(s: dict, init: str, activation: str) -> tuple[str, float | None, float]:
+    """(scheme, sigma_w, sigma_b) of an initialization name: ``he`` (Kaiming), ``eoc`` (the edge of
+    chaos of ``activation`` at ``s["eoc_sigma_b"]``; ReLU's is He) or ``ordered`` (s["ordered"])."""
+    if init == "he":
+        return "he", math.sqrt(2.0), 0.0
+    if init == "eoc":
+        sigma_b = s.get("eoc_sigma_b", {}).get(activation, 0.0)
+        return "sigma", eoc_sigma_w(sigma_b, activation) if activation != "relu" else math.sqrt(2.0), sigma_b
+    if init == "ordered":
+        return "sigma", s["ordered"]["sigma_w"], s["ordered"]["sigma_b"]
+    raise ValueError(f"unknown initialization {init!r}; known: he, eoc, ordered")
+
+
+def train_pruned(s: dict, run: dict, data, device, checkpoint: str | None) -> pd.DataFrame:
+    """One run (module doc); ``data`` = (train, test, training split) of its dataset."""
+    train, test, split = data
+    pruner, stable, rescaled = METHODS[run["method"]]
+    name = f"stable_{run['model']}" if stable else run["model"]
+    model = build(name, split.n_classes, tuple(split.x.shape[1:]), run["activation"], width=run["width"],
+                  depth=run.get("depth"))
+    scheme, sigma_w, sigma_b = init_point(s, run["init"], run["activation"])
+    initialize(model, scheme, sigma_w=sigma_w, sigma_b=sigma_b, seed=run["seed"])
+    model.to(device)
+    masks = resume_masks(checkpoint)
+    if masks is None and pruner is not None:
+        x, y = datasets.balanced_batch(split, s["batch_per_class"], run["seed"])
+        x = (x.to(device) - train.mean) / train.std
+        masks = prune(model, pruner, 1 - run["sparsity"], x=x, y=y.to(device), in_shape=tuple(x.shape[1:]),
+                      seed=run["seed"], rounds=s.get("synflow_rounds", 100))
+    masks = masks or {}
+    if masks:
+        apply_masks(model, masks)
+        if rescaled:
+            rescale(model, masks, sigma_w=sigma_w)
+    collapsed = int(layer_table(masks)["collapsed"].sum()) if masks else 0
+    log.info("run %s: %s, %s init (sigma_w %s), %s at sparsity %.4g, %d layers emptied", run["key"], name,
+             run["init"], sigma_w, run["method"], run["sparsity"], collapsed)
+    recipe = Recipe.from_settings(s["recipe"])
+    result = fit(model, train, test, recipe, seed=run["seed"], checkpoint=checkpoint, masks=masks)
+    return history_table(result, run=run["key"], dataset=split.name, model=name, activation=run["activation"],
+                         init=run["init"], method=run["method"], sparsity=run["sparsity"],
+                         achieved_sparsity=sparsity(masks) if masks else 0.0, rep=run["rep"], net_seed=run["seed"],
+                         sigma_w=sigma_w, sigma_b=sigma_b, collapsed_layers=collapsed,
+                         recipe=s["recipe"].get("name", ""), setup=run.get("setup", ""), depth=run.get("depth"))
+
+
+# --- runs and parts --------------------------------------------------------------------------------
+
+# RP-F3/F5 and RP-T4 compare set-ups: an initialization and the pruning that follows it.
+SETUPS = {"eoc_rescaled": ("eoc", "eoc_rescaling"), "eoc": ("eoc", "snip"), "ordered": ("ordered", "snip")}
+SETUP_LABELS = {"eoc_rescaled": "EOC + rescaling", "eoc": "EOC", "ordered": "ordered"}
+
+
+def _runs(s: dict, axes: dict[str, list]) -> dict[str, dict]:
+    """Every combination of ``axes`` and repetition (s["reps"]) as a run, named by its values, with
+    its own seed; what the axes leave out comes from the settings (activation, init, dataset)."""
+    names = list(axes) + ["rep"]
+    values = list(axes.values()) + [list(range(s.get("reps", 1)))]
+    runs = {}
+    for i, combo in enumerate(itertools.product(*values)):
+        run = dict(zip(names, combo))
+        key = "-".join(str(v) if isinstance(v, str) else f"{n}{v}" for n, v in run.items())
+        run = {"activation": s.get("activation", "relu"), "init": s.get("init", "he"), "dataset": s.get("dataset"),
+               "model": s.get("model"), "width": s.get("width"), **run, "key": key, "seed": part_seed(s["seed"], i)}
+        if "setup" in run:
+            run["init"], run["method"] = SETUPS[run["setup"]]
+        runs[key] = run
+    return runs
+
+
+def run_table(axes_of):
+    """``parts`` and ``measure`` of an experiment whose runs are the product of ``axes_of(s)``."""
+    def parts(s: dict) -> dict[str, dict]:
+        return group_runs(_runs(s, axes_of(s)), s.get("runs_per_job", 1))
+
+    def measure(s: dict, key: str, device: str = "auto", inputs=(), checkpoints: str | None = None) -> pd.DataFrame:
+        dev = resolve_device(device)
+        loaded, out = {}, []
+        for run_key, run in parts(s)[key]["runs"].items():
+            ds = run["dataset"]
+            settings = {**s, "dataset": ds}
+            if ds in s.get("recipes_by_dataset", {}):  # RP-T2: 160 epochs on CIFAR-10, 250 on CIFAR-100
+                settings["recipe"] = s["recipes_by_dataset"][ds]
+            if ds not in loaded:
+                loaded[ds] = load_data(settings, dev, channels_last=settings["recipe"].get("channels_last", False))
+            out.append(train_pruned(settings, run, loaded[ds], dev, f"{checkpoints}/{run_key}.pt" if checkpoints else None))
+        return pd.concat(out, ignore_index=True)
+
+    return parts, measure
+
+
+def _final(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: its last epoch (final and best-epoch accuracy are on every row)."""
+    return table.sort_values("epoch").groupby("run", as_index=False).last()
+
+
+def accuracy_summary(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Mean and sd over repetitions of the best-epoch and final test accuracy (in %)."""
+    return _final(table).groupby(by, as_index=False).agg(
+        runs=("run", "count"), best_acc=("best_test_acc", lambda a: 100 * a.mean()),
+        best_acc_sd=("best_test_acc", lambda a: 100 * a.std()), final_acc=("final_test_acc", lambda a: 100 * a.mean()),
+        diverged=("run_diverged", "sum"), collapsed_layers=("collapsed_layers", "max"))
+
+
+# --- RP-F3 / RP-F5: accuracy over depth x sparsity, three set-ups -------------------------------------
+
+heat_parts, heat_measure = run_table(lambda s: {"activation": s["activations"], "setup": s["setups"],
+                                                "depth": s["depths"], "sparsity": s["sparsities"]})
+
+
+def heat_figure(table: pd.DataFrame, s: dict):
+    final = _final(table)
+    final = final.assign(panel=final["activation"] + ", " + final["setup"].map(SETUP_LABELS))
+    panels = list(dict.fromkeys(final["panel"]))
+    fig, axes = plotting.panels(len(panels), width=3.6, height=3.2)
+    for ax, panel in zip(axes, panels):
+        grid = final[final["panel"] == panel].pivot_table(index="depth", columns="sparsity",
+                                                           values="final_test_acc", aggfunc="mean")
+        sns.heatmap(100 * grid.sort_index(ascending=False), ax=ax, vmin=0, vmax=100, cmap="viridis", annot=True,
+                    fmt=".0f", annot_kws={"fontsize": 6}, cbar=False)
+        ax.set(title=panel, xlabel="sparsity", ylabel="depth")
+    r = s["recipe"]
+    length = f"{r['iterations']} iterations" if r.get("iterations") else f"{r['epochs']} epochs"
+    fig.suptitle(f"test accuracy (%) after {length}, SBP, FFNN width {s['width']}, {table['dataset'].iloc[0]}")
+    return fig
+
+
+def heat_summary(table: pd.DataFrame) -> pd.DataFrame:
+    return accuracy_summary(table, ["activation", "setup", "depth", "sparsity"])
+
+
+# --- RP-T1/T2/T3/T5/T8/T9: methods x sparsities x models (x datasets, activations) --------------------
+
+
+def _table_axes(s: dict) -> dict[str, list]:
+    axes = {"model": s["models"], "method": s["methods"], "sparsity": s["sparsities"]}
+    if "datasets" in s:
+        axes = {"dataset": s["datasets"], **axes}
+    if "activations" in s:
+        axes = {"activation": s["activations"], **axes}
+    return axes
+
+
+table_parts, table_measure = run_table(_table_axes)
+
+
+def table_figure(table: pd.DataFrame, s: dict):
+    final = _final(table)
+    facets = [c for c in ("dataset", "activation") if final[c].nunique() > 1]
+    final = final.assign(facet=final[facets].astype(str).agg(" ".join, axis=1) if facets else "",
+                         net=final["model"].str.replace("stable_", "", regex=False), best=100 * final["best_test_acc"])
+    cells = list(dict.fromkeys(zip(final["facet"], final["net"])))
+    fig, axes = plotting.panels(len(cells), width=3.8, height=3.2)
+    for ax, (facet, net) in zip(axes, cells):
+        g = final[(final["facet"] == facet) & (final["net"] == net)]
+        sns.pointplot(data=g, x="sparsity", y="best", hue="method", ax=ax, dodge=0.3, errorbar="sd",
+                      markersize=4, linewidth=1)
+        ax.set(title=f"{facet} {net}".strip(), xlabel="sparsity", ylabel="best-epoch test accuracy (%)")
+        ax.legend(fontsize=6)
+    fig.suptitle(f"{', '.join(sorted(final['dataset'].unique()))}, {s.get('reps', 1)} seed(s) per cell, "
+                 f"recipe {', '.join(sorted(final['recipe'].unique()))}")
+    return fig
+
+
+def table_summary(table: pd.DataFrame) -> pd.DataFrame:
+    return accuracy_summary(table, ["dataset", "activation", "model", "method", "sparsity"])
+
+
+# --- RP-T4: vanilla CNN on MNIST, three set-ups ---------------------------------------------------------
+
+t4_parts, t4_measure = run_table(lambda s: {"setup": s["setups"], "depth": s["depths"], "sparsity": s["sparsities"]})
+
+
+def t4_figure(table: pd.DataFrame, s: dict):
+    final = _final(table)
+    final = final.assign(setup=final["setup"].map(SETUP_LABELS), acc=100 * final["best_test_acc"])
+    fig, axes = plotting.panels(1, width=5.0, height=3.6)
+    sns.barplot(data=final, x="depth", y="acc", hue="setup", ax=axes[0], errorbar="sd")
+    axes[0].set(ylabel="best-epoch test accuracy (%)", xlabel="depth (conv layers)", ylim=(0, 100))
+    axes[0].set_title(f"RP-T4: vanilla {s['activation']} CNN, {s['width']} channels, SBP at sparsity "
+                      f"{', '.join(map(str, s['sparsities']))}, {final['dataset'].iloc[0]}", fontsize=9)
+    return fig
+
+
+def t4_summary(table: pd.DataFrame) -> pd.DataFrame:
+    return accuracy_summary(table, ["setup", "depth", "sparsity"])
+
+
+for _id in ("RP-F3", "RP-F5"):
+    register(Experiment(_id, heat_parts, heat_measure, heat_figure, heat_summary, trains=True))
+for _id in ("RP-T1", "RP-T2", "RP-T3", "RP-T5", "RP-T8", "RP-T9"):
+    register(Experiment(_id, table_parts, table_measure, table_figure, table_summary, trains=True))
+register(Experiment("RP-T4", t4_parts, t4_measure, t4_figure, t4_summary, trains=True))

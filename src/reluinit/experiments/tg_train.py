@@ -1,0 +1,269 @@
+"""TG-F6a/b: trajectory growth through trained dense Gaussian ReLU nets (TG, Appendix C.2).
+
+For every initial sigma_w, ``n_nets`` FFNNs (``depth`` ReLU layers of ``width`` units and a linear
+readout) are initialised with weights N(0, sigma_w^2 / fan_in), biases N(0, bias^2), and trained on
+MNIST with ``training.fit`` until their test accuracy reaches ``target_acc`` (or the recipe's epochs
+run out). Straight lines between pairs of test images (``n_lines`` of the same class, ``n_lines`` of
+different classes) go through every trained net and through the same net before training (TG's
+"random Gaussian networks of the same architecture", the black curves). Table: one row per
+(run, line, trained).
+
+Choices the paper leaves open (also in the README):
+* Training stops at the first epoch whose test accuracy is >= ``target_acc`` ("trained to test
+  accuracy of greater than 95%"): ``fit`` is called for 1, 2, ... epochs on one checkpoint, so it
+  resumes and trains one more epoch each time (a temporary file when the workflow gives no
+  checkpoint folder). A "step" schedule is turned into fixed milestones at 1/2 and 3/4 of the
+  recipe's epochs, so the learning rate is that of one uninterrupted run. Runs that never reach
+  the target are kept and flagged (``reached_target`` False) and measured after their last epoch.
+* Post-training sigma_w: the mean over the hidden layers (not the readout) of std(W_l) sqrt(fan_in),
+  the same statistic as the initial sigma_w (std before the 1/sqrt(k) scaling). The random nets'
+  rows carry the same statistic of the initial weights (column ``sigma_w_post`` too), which equals
+  the nominal ``sigma_w_init`` up to sampling error; figures plot it on the same axis.
+* Lines join test images in the input space the nets were trained in: pixels in [0, 1] standardised
+  with the training set's mean and std (``DeviceData``), not TG-F3's norm-sqrt(n_0) scaling (a trained
+  net is only meaningful on the inputs it was trained on; both give unit root-mean-square pixels on
+  average). Pairs are drawn once from ``s["seed"]`` so every line goes through every net of every
+  job; a within-class pair is a random test image and another of its class, a between-class pair
+  a random image and one of another class.
+* Growth factor: TG's ‖dz(d+1)‖/‖dz(d)‖ per piece of ``n_pieces`` pieces (``trajectories.measure``),
+  averaged over pieces, then over the ``depth`` hidden layers (``growth``; layer 1 compares the
+  784-d input with the first hidden layer). ``growth_hidden`` leaves layer 1 out (width-to-width
+  steps only). Measured in float64.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+import torch
+from torch import nn
+
+from .. import datasets, plotting
+from ..models import build, initialize
+from ..nets import MLP, resolve_device
+from ..training import Recipe, fit, load_data
+from ..trajectories import Line, measure
+from . import Experiment, group_runs, part_seed, register
+
+log = logging.getLogger(__name__)
+
+DTYPE = torch.float64
+LINES_STREAM = 0x7F6  # seeds the choice of image pairs, the same in every job
+PAIRS = ("within", "between")
+COLOURS = {"within": "tab:blue", "between": "tab:orange"}
+
+
+# --- nets ----------------------------------------------------------------------------------------
+
+
+def to_mlp(model: nn.Module, activation: str = "relu", dtype: torch.dtype = DTYPE) -> MLP:
+    """An FFNN (``nn.Sequential`` of Flatten, Linear, act, ..., Linear) as an ``MLP`` with a linear
+    readout: copies of its weights and biases in ``dtype``, on the model's device."""
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    if not linears:
+        raise ValueError("the model has no linear layers")
+    return MLP([m.weight.detach().to(dtype).clone() for m in linears],
+               [(m.bias.detach() if m.bias is not None else torch.zeros(m.out_features, device=m.weight.device))
+                .to(dtype).clone() for m in linears], activation, readout=True)
+
+
+def sigma_w_of(net: MLP) -> float:
+    """Mean over the hidden layers of std(W_l) sqrt(fan_in): the sigma_w the weights would have
+    been drawn with (N(0, sigma_w^2 / fan_in))."""
+    return float(np.mean([float(w.double().std()) * math.sqrt(w.shape[1]) for w in net.weights[: net.n_hidden]]))
+
+
+def sigma_b_of(net: MLP) -> float:
+    """Mean over the hidden layers of the root-mean-square bias."""
+    return float(np.mean([float(b.double().pow(2).mean().sqrt()) for b in net.biases[: net.n_hidden]]))
+
+
+def line_growth(net: MLP, x0: torch.Tensor, x1: torch.Tensor, n_pieces: int) -> dict:
+    """Growth factor of the straight line x0 -> x1 through ``net``'s hidden layers (module doc)."""
+    st = measure(net, Line(x0, x1), n_pieces, transitions=False)
+    g = st.growth[1:]
+    return {"growth": float(np.nanmean(g)), "growth_hidden": float(np.nanmean(g[1:])) if len(g) > 1 else np.nan,
+            "growth_first": float(g[0]), "length_in": float(st.length[0]), "length_out": float(st.length[-1])}
+
+
+# --- lines ---------------------------------------------------------------------------------------
+
+
+def choose_lines(y: np.ndarray, n_lines: int, seed: int) -> pd.DataFrame:
+    """``n_lines`` within-class and ``n_lines`` between-class pairs of test indices (module doc)."""
+    rng = np.random.default_rng([seed, LINES_STREAM])
+    rows = []
+    for pair in PAIRS:
+        for _ in range(n_lines):
+            i = int(rng.integers(len(y)))
+            pool = np.flatnonzero(y == y[i]) if pair == "within" else np.flatnonzero(y != y[i])
+            pool = pool[pool != i]
+            j = int(rng.choice(pool))
+            rows.append({"line": len(rows), "pair": pair, "point0": i, "point1": j, "class0": int(y[i]),
+                         "class1": int(y[j])})
+    return pd.DataFrame(rows)
+
+
+# --- training ------------------------------------------------------------------------------------
+
+
+def _fixed_schedule(recipe: Recipe) -> Recipe:
+    """The recipe with a schedule that does not depend on the number of epochs asked of ``fit``."""
+    if recipe.iterations is not None:
+        raise ValueError("TG-F6 trains to a target accuracy epoch by epoch: give the recipe epochs, not iterations")
+    if recipe.schedule == "step":
+        return dataclasses.replace(recipe, schedule=[recipe.epochs // 2, (3 * recipe.epochs) // 4])
+    return recipe
+
+
+def train_to_target(model: nn.Module, train, test, recipe: Recipe, target: float, seed: int, checkpoint: str):
+    """Train epoch by epoch (one checkpoint, resumed by each ``fit`` call) until the test accuracy
+    reaches ``target``, the run diverges or ``recipe.epochs`` have run. Returns ``fit``'s Run and the
+    first epoch at or above the target (None if never)."""
+    recipe = _fixed_schedule(recipe)
+    run = None
+    for epochs in range(1, recipe.epochs + 1):
+        run = fit(model, train, test, dataclasses.replace(recipe, epochs=epochs), seed=seed, checkpoint=checkpoint)
+        if run.diverged or run.final["test_acc"] >= target:
+            break
+    reached = next((r["epoch"] for r in run.history if r["test_acc"] >= target and r["epoch"] > 0), None)
+    return run, reached
+
+
+# --- runs and parts ------------------------------------------------------------------------------
+
+
+def _runs(s: dict) -> dict[str, dict]:
+    runs, i = {}, 0
+    for sigma_w in s["sigma_ws"]:
+        for net in range(s["n_nets"]):
+            key = f"sw{sigma_w:g}-net{net}"
+            runs[key] = {"key": key, "sigma_w": float(sigma_w), "net": net, "seed": part_seed(s["seed"], i)}
+            i += 1
+    return runs
+
+
+def f6_parts(s: dict) -> dict[str, dict]:
+    return group_runs(_runs(s), s.get("runs_per_job", 1))
+
+
+def train_and_measure(s: dict, run: dict, data, lines: pd.DataFrame, x: torch.Tensor, device,
+                      checkpoint: str) -> pd.DataFrame:
+    """One run: initialise, measure the lines through the untrained net, train, measure again."""
+    train, test, split = data
+    started = time.perf_counter()
+    model = build("ffnn", split.n_classes, tuple(split.x.shape[1:]), "relu", width=s["width"], depth=s["depth"])
+    initialize(model, "sigma", sigma_w=run["sigma_w"], sigma_b=s["bias"], seed=run["seed"])
+    model.to(device)
+    nets = {False: to_mlp(model)}  # the initial weights, before fit (which may resume a checkpoint)
+    result, reached = train_to_target(model, train, test, Recipe.from_settings(s["recipe"]), s["target_acc"],
+                                      run["seed"], checkpoint)
+    nets[True] = to_mlp(model)
+    rows = []
+    for trained, net in nets.items():
+        info = {"trained": trained, "sigma_w_post": sigma_w_of(net), "sigma_b_post": sigma_b_of(net),
+                "test_acc": result.final["test_acc"] if trained else result.history[0]["test_acc"]}
+        for line in lines.itertuples():
+            rows.append({**info, "line": line.line,
+                         **line_growth(net, x[line.point0], x[line.point1], s["n_pieces"])})
+    summary = result.summary()
+    table = pd.DataFrame(rows).merge(lines, on="line")
+    log.info("run %s: %d epochs, test acc %.4f (target %s), sigma_w %.3g -> %.3g, growth %.3f -> %.3f, %.1f s",
+             run["key"], summary["epochs_run"], summary["final_test_acc"], "reached" if reached else "missed",
+             run["sigma_w"], table.loc[table["trained"], "sigma_w_post"].iloc[0],
+             table.loc[~table["trained"], "growth"].mean(), table.loc[table["trained"], "growth"].mean(),
+             time.perf_counter() - started)
+    return table.assign(run=run["key"], net=run["net"], net_seed=run["seed"], sigma_w_init=run["sigma_w"],
+                        bias=s["bias"], depth=s["depth"], width=s["width"], dataset=split.name,
+                        reached_target=reached is not None, target_epoch=reached if reached is not None else -1,
+                        epochs_run=summary["epochs_run"], final_test_acc=summary["final_test_acc"],
+                        diverged=result.diverged, n_pieces=s["n_pieces"], recipe=s["recipe"].get("name", ""))
+
+
+def f6_measure(s: dict, key: str, device: str = "auto", inputs=(), checkpoints: str | None = None) -> pd.DataFrame:
+    dev = resolve_device(device)
+    data = load_data(s, dev)
+    test = data[1]
+    lines = choose_lines(test.y.cpu().numpy(), s["n_lines"], s["seed"])
+    x = test.x.flatten(1).to(DTYPE)
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = checkpoints or tmp
+        for run_key, run in f6_parts(s)[key]["runs"].items():
+            out.append(train_and_measure(s, run, data, lines, x, dev, str(Path(folder) / f"{run_key}.pt")))
+    return pd.concat(out, ignore_index=True).assign(device=str(dev))
+
+
+# --- figure and summary --------------------------------------------------------------------------
+
+
+def per_line(table: pd.DataFrame) -> pd.DataFrame:
+    """One point per (line, initial sigma_w, trained): sigma_w and growth averaged over the nets,
+    with their standard deviations over the nets (TG's Figure 6b points)."""
+    return table.groupby(["trained", "pair", "line", "sigma_w_init"], as_index=False).agg(
+        sigma_w=("sigma_w_post", "mean"), sigma_w_sd=("sigma_w_post", "std"), growth=("growth", "mean"),
+        growth_sd=("growth", "std"), nets=("net", "nunique"))
+
+
+def f6_figure(table: pd.DataFrame, s: dict):
+    fig, axes = plotting.panels(2, width=5.0, height=4.0)
+    pts = per_line(table)
+    # (a) per initial sigma_w and kind of pair: mean over lines and nets
+    mean = table.groupby(["trained", "pair", "sigma_w_init"], as_index=False).agg(
+        sigma_w=("sigma_w_post", "mean"), growth=("growth", "mean"), growth_sd=("growth", "std"))
+    for (trained, pair), g in mean.groupby(["trained", "pair"]):
+        g = g.sort_values("sigma_w_init")
+        style = dict(color=COLOURS[pair], ls="-") if trained else dict(color="k", ls="--" if pair == "within" else ":")
+        axes[0].errorbar(g["sigma_w"], g["growth"], yerr=g["growth_sd"], marker="o", ms=4, capsize=2,
+                         label=f"{pair} class, {'trained' if trained else 'random (pre-training)'}", **style)
+    axes[0].set(title="(a) mean over lines and nets")
+    # (b) one curve per line
+    for (trained, line), g in pts.groupby(["trained", "line"]):
+        g = g.sort_values("sigma_w_init")
+        colour = COLOURS[g["pair"].iloc[0]] if trained else "k"
+        axes[1].errorbar(g["sigma_w"], g["growth"], xerr=g["sigma_w_sd"], yerr=g["growth_sd"], color=colour,
+                         marker="o", ms=3, lw=0.8, alpha=0.8 if trained else 0.5, capsize=0)
+    for pair in PAIRS:
+        axes[1].plot([], [], color=COLOURS[pair], marker="o", label=f"{pair} class, trained")
+    axes[1].plot([], [], color="k", marker="o", label="random (pre-training)")
+    axes[1].set(title="(b) one curve per line (mean ± sd over nets)")
+    for ax in axes:
+        ax.set(xlabel="$\\sigma_w$ (post-training; random: at initialization)",
+               ylabel="growth factor E[$\\|dz^{(d+1)}\\| / \\|dz^{(d)}\\|$]")
+        ax.legend(fontsize=7)
+    nets = table.drop_duplicates("run")
+    fig.suptitle(f"TG-F6: {nets['dataset'].iloc[0]}, ReLU FFNN depth {s['depth']} width {s['width']}, "
+                 f"{s['n_nets']} nets per initial $\\sigma_w$, {nets['reached_target'].mean():.0%} reached test "
+                 f"accuracy {s['target_acc']:.0%}", fontsize=10)
+    return fig
+
+
+def f6_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per initial sigma_w and kind of pair: mean growth factor of the trained and of the random
+    nets, mean (sd) post-training sigma_w, test accuracy and the share of nets that reached the
+    target; and the between/within ratio of the trained nets' growth (TG: above 1)."""
+    trained, random = table[table["trained"]], table[~table["trained"]]
+    keys = ["sigma_w_init", "pair"]
+    out = trained.groupby(keys, as_index=False).agg(
+        growth_trained=("growth", "mean"), growth_trained_se=("growth", "sem"),
+        sigma_w_post=("sigma_w_post", "mean"), sigma_w_post_sd=("sigma_w_post", "std"),
+        test_acc=("final_test_acc", "mean"), reached_target=("reached_target", "mean"),
+        epochs_run=("epochs_run", "mean"), nets=("run", "nunique"), lines=("line", "nunique"))
+    rand = random.groupby(keys, as_index=False).agg(growth_random=("growth", "mean"),
+                                                     sigma_w_random=("sigma_w_post", "mean"))
+    out = out.merge(rand, on=keys)
+    within = out[out["pair"] == "within"].set_index("sigma_w_init")["growth_trained"]
+    out["between_over_within"] = out["sigma_w_init"].map(
+        out[out["pair"] == "between"].set_index("sigma_w_init")["growth_trained"] / within)
+    return out
+
+
+register(Experiment("TG-F6", f6_parts, f6_measure, f6_figure, f6_summary, trains=True))
