@@ -8,7 +8,7 @@ import torch
 from reluinit.experiments import get
 from reluinit.experiments import tg_train
 from reluinit.models import build, initialize
-from reluinit.training import DeviceData, Recipe
+from reluinit.training import DeviceData, Recipe, fit
 from reluinit import datasets
 
 
@@ -18,6 +18,11 @@ def _settings(**over):
             "n_pieces": 500, "runs_per_job": 2,
             "recipe": {"optimizer": "adam", "lr": 0.003, "batch_size": 32, "epochs": 2, "schedule": "constant",
                        "precision": "fp32", "name": "tg-mnist"}, **over}
+
+
+def _digits(n=300):
+    split = datasets.load("mnist", "/tmp/nodata", train=True, scale="quick")
+    return DeviceData(split.x[:n], split.y[:n], "cpu")
 
 
 def _model(sigma_w=2.0, width=16, depth=4, seed=0):
@@ -37,8 +42,7 @@ def test_conversion_gives_the_same_outputs():
 
 
 def test_growth_factor_equals_brute_force_on_a_trained_net():
-    split = datasets.load("mnist", "/tmp/nodata", train=True, scale="quick")
-    data = DeviceData.from_split(split, "cpu")
+    data = _digits()
     model = _model(seed=3)
     run, _ = tg_train.train_to_target(model, data, data, Recipe(optimizer="adam", lr=0.003, batch_size=64, epochs=1,
                                                                 schedule="constant"), 2.0, seed=0, checkpoint=None)
@@ -50,7 +54,8 @@ def test_growth_factor_equals_brute_force_on_a_trained_net():
     norms, ratios = [torch.linalg.vector_norm(z[1:] - z[:-1], dim=1)], []
     h = z
     for layer in list(m)[1:-1]:
-        h = layer(h)
+        with torch.no_grad():
+            h = layer(h)
         if isinstance(layer, torch.nn.ReLU):
             norms.append(torch.linalg.vector_norm(h[1:] - h[:-1], dim=1))
             ok = norms[-2] > 0
@@ -80,15 +85,19 @@ def test_lines_are_pairs_of_the_right_kind_and_the_same_in_every_job():
 
 
 def test_training_stops_at_the_target_and_resumes(tmp_path):
-    split = datasets.load("mnist", "/tmp/nodata", train=True, scale="quick")
-    data = DeviceData.from_split(split, "cpu")
+    data = _digits()
     recipe = Recipe(optimizer="adam", lr=0.003, batch_size=64, epochs=3, schedule="step")
     run, reached = tg_train.train_to_target(_model(), data, data, recipe, 0.0, seed=0, checkpoint=None)
     assert run.final["epoch"] == 1 and reached == 1
     run, reached = tg_train.train_to_target(_model(), data, data, recipe, 1.01, seed=0, checkpoint=None)
-    assert run.final["epoch"] == 3 and reached is None
+    assert [r["epoch"] for r in run.history] == [0, 1, 2, 3] and reached is None
     # the step schedule is that of one 3-epoch run: x0.1 after epoch 1 (3 // 2) and 2 (3 * 3 // 4)
     assert [r["lr"] for r in run.history[1:]] == pytest.approx([0.003, 0.0003, 0.00003])
+    # epoch by epoch is one uninterrupted run
+    a, b = _model(), _model()
+    tg_train.train_to_target(a, data, data, recipe, 1.01, seed=0)
+    fit(b, data, data, recipe, seed=0)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
     ckpt = str(tmp_path / "run.pt")
     a = _model()
     tg_train.train_to_target(a, data, data, recipe, 1.01, seed=0, checkpoint=ckpt)

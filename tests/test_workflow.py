@@ -14,8 +14,11 @@ from reluinit.config import settings
 CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
 
 
-def _n_parts(scale):
-    return sum(len(experiments.get(e).parts(settings(CONFIG, e, scale))) for e in CONFIG["experiments"])
+def _n_parts(scale, trains=False):
+    """Jobs of the experiments that measure (or, with ``trains``, train); views have none."""
+    exps = [e for e in CONFIG["experiments"] if experiments.get(e).trains == trains and not experiments.get(e).source
+            and not settings(CONFIG, e, scale).get("optional", False)]
+    return sum(len(experiments.get(e).parts(settings(CONFIG, e, scale))) for e in exps)
 
 pytestmark = pytest.mark.workflow
 
@@ -42,6 +45,14 @@ def test_paper_scale_dry_run_lists_the_catalogue_jobs(workdir):
     for v in (1, 200, 500):
         assert f"results/OP/OP-F3/v{v}.csv" in out
     assert _jobs(out)["measure"] == _n_parts("paper")
+    # Every training job once, each with its run count and cluster resources in its settings.
+    assert _jobs(out)["train_part"] == _n_parts("paper", trains=True) > 0
+    trained = re.findall(r"training at the paper scale -> (\S+\.csv)", out)
+    assert len(trained) == _n_parts("paper", trains=True)
+    assert len(trained) == len(set(trained))
+    for n in range(3):
+        assert f"results/RP/RP-T2/cifar100-resnet104-sbp_sr-sparsity0.98-rep{n}.csv" in out
+    assert "RP-T8" not in out  # optional: configured, not in `all`
     assert sum(f"results/OP/OP-F{i}/" in line for line in out.splitlines() for i in (1, 2, 3)) >= 8 + 1 + 3
     # Each job's message states its sizes: 2000 samples in R^500, 10 layers (20 for OP-F3).
     f1 = re.search(r"OP-F1 \[he_fan_out-w4060\] at the paper scale.*", out).group(0)
@@ -64,7 +75,7 @@ def test_quick_scale_dry_run_is_small(workdir):
     run = snakemake("all", "-n", "--cores", "2", "--config", "scale=quick", cwd=workdir)
     assert run.returncode == 0, run.stderr
     jobs = _jobs(run.stdout)
-    # About five jobs per catalogue figure (parts, combine, figure, target), not hundreds.
+    # A few jobs per catalogue figure (parts, figure, target), not hundreds.
     assert jobs["measure"] == _n_parts("quick") and jobs["total"] < 5 * len(CONFIG["experiments"]) + 20
 
 

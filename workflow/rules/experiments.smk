@@ -1,5 +1,5 @@
-# Every catalogue experiment goes the same way: its jobs (parts) measure and write rows,
-# the rows are combined into one tidy table, and the table is plotted. The science is in
+# Every catalogue experiment goes the same way: its jobs (parts) measure and write rows (or
+# train and write rows), and the figure job combines the rows into one tidy table and plots it. The science is in
 # reluinit.experiments.<paper>; these rules only move files.
 
 
@@ -72,43 +72,38 @@ rule train_part:
         "../scripts/measure.py"
 
 
-rule combine:
-    input:
-        lambda w: table_parts(w.exp),
-    output:
-        paths.table(RESULTS, "{exp}", paper="{paper}"),
-    log:
-        log_file("{paper}/{exp}"),
-    localrule: True
-    conda:
-        "../../envs/science.yaml"
-    script:
-        "../scripts/combine.py"
+# The parts of an experiment (or of its source) become its tidy table and its figure in one
+# job: one Python start-up per figure instead of two. One rule per experiment, since the table
+# (under the paper's folder) and the figure (under figures/) share no wildcard but the id.
+for _exp in EXPERIMENTS:
 
-
-rule figure:
-    input:
-        lambda w: paths.table(RESULTS, w.exp),
-    output:
-        pdf=paths.figures(RESULTS, "{exp}")[0],
-        png=report(
-            paths.figures(RESULTS, "{exp}")[1],
-            caption="../report/figure.rst",
-            category="figures",
-            subcategory="{exp}",
-            labels={"figure": "{exp}"},
-        ),
-    params:
-        settings=lambda w: exp_settings(w.exp),
-        scale=SCALE,
-    log:
-        log_file("figures/{exp}"),
-    benchmark:
-        benchmark_file("figures/{exp}")
-    conda:
-        "../../envs/plotting.yaml"
-    script:
-        "../scripts/figure.py"
+    rule:
+        name:
+            f"figure_{_exp.lower().replace('-', '_')}"
+        input:
+            table_parts(_exp),
+        output:
+            table=paths.table(RESULTS, _exp),
+            pdf=figure_files(_exp)[0],
+            png=report(
+                figure_files(_exp)[1],
+                caption="../report/figure.rst",
+                category="figures",
+                subcategory=_exp,
+                labels={"figure": _exp},
+            ),
+        params:
+            exp=_exp,
+            settings=exp_settings(_exp),
+            scale=SCALE,
+        log:
+            log_file(f"figures/{_exp}"),
+        benchmark:
+            benchmark_file(f"figures/{_exp}")
+        conda:
+            "../../envs/plotting.yaml"
+        script:
+            "../scripts/figure.py"
 
 
 # One short target per catalogue id: `snakemake op_f1` builds results/figures/OP-F1.{pdf,png}.

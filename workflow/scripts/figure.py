@@ -1,13 +1,16 @@
-"""Plot one catalogue figure from its table, as PDF and PNG, and log the numbers a reader
-compares with the paper (the experiment's summary)."""
+"""Combine one experiment's parts into its tidy table, plot its catalogue figure as PDF and PNG,
+and log the numbers a reader compares with the paper (the experiment's summary)."""
 
 import pandas as pd
 
 from reluinit import experiments, jobs, plotting
 
 log = jobs.start(snakemake.log[0])  # noqa: F821 - injected by Snakemake
-exp = experiments.get(snakemake.wildcards.exp)  # noqa: F821
-table = pd.read_csv(snakemake.input[0])  # noqa: F821
+exp = experiments.get(snakemake.params.exp)  # noqa: F821
+table = pd.concat([pd.read_csv(p) for p in snakemake.input], ignore_index=True)  # noqa: F821
+if exp.source:  # a view of another experiment's runs: its own id on its rows
+    table["experiment"] = exp.id
+jobs.write_table(table, snakemake.output.table)  # noqa: F821
 fig = exp.figure(table, snakemake.params.settings)  # noqa: F821
-plotting.save(fig, list(snakemake.output))  # noqa: F821
+plotting.save(fig, [snakemake.output.pdf, snakemake.output.png])  # noqa: F821
 log.info("%s summary:\n%s", exp.id, exp.summary(table).to_string(index=False))

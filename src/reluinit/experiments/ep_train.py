@@ -59,6 +59,7 @@ import itertools
 import logging
 import math
 
+import matplotlib
 import numpy as np
 import pandas as pd
 import seaborn as sns
@@ -352,7 +353,7 @@ def conv_run(s: dict, run: dict, data, device, checkpoint: str | None) -> pd.Dat
     log.info("run %s: %s conv net, final test accuracy %.4f", run["key"], variant, result.final["test_acc"])
     extra = []
     if variant == "trajreg":
-        extra = [{"kind": "lambda", "param": n, "value": float(p)} for n, p in model.named_parameters()
+        extra = [{"kind": "lambda", "param": n, "value": p.item()} for n, p in model.named_parameters()
                  if n.endswith(".lam")]
     return _run_table(result, extra, run=run["key"], variant=variant, rep=run["rep"], net_seed=run["seed"],
                       dataset=split.name, width=s["width"], sigma_w2=s["sigma_w2"], n_pieces=s["n_pieces"],
@@ -469,6 +470,7 @@ def f11_figure(table: pd.DataFrame, s: dict):
 
 def f11_summary(table: pd.DataFrame) -> pd.DataFrame:
     g = table[table["kind"] == "epoch"].sort_values("epoch").groupby("run", as_index=False).last()
+    g = g.assign(run_diverged=g["run_diverged"].astype(bool))
     return g.groupby("variant", as_index=False).agg(runs=("run", "count"), final_test_acc=("final_test_acc", "mean"),
                                                     best_test_acc=("best_test_acc", "mean"),
                                                     epochs=("epoch", "max"), diverged=("run_diverged", "sum"))
@@ -617,7 +619,7 @@ def f18_figure(table: pd.DataFrame, s: dict):
     g = _lengths(table, "fc")
     fig, axes = plotting.panels(1, width=5.4, height=3.8, integer_x=True)
     epochs = sorted(g["epoch"].unique())
-    colours = sns.color_palette("rainbow_r", len(epochs))  # red (start) .. purple (end)
+    colours = matplotlib.colormaps["rainbow_r"](np.linspace(0, 1, len(epochs)))  # red (start) .. purple (end)
     for colour, epoch in zip(colours, epochs):
         e = g[g["epoch"] == epoch].sort_values("layer")
         axes[0].plot(e["layer"], e["length"], "-o", color=colour, ms=2.5, lw=1.2,
@@ -626,7 +628,7 @@ def f18_figure(table: pd.DataFrame, s: dict):
     axes[0].legend(fontsize=7)
     axes[0].set_title(f"EP-F18: circle between two {table['dataset'].iloc[0]} test images through a "
                       f"{s.get('activation', 'relu')} FC net (width {s['width']}, $\\sigma_w^2$ = {s['sigma_w2']:g}) "
-                      f"during training, red = start, purple = end", fontsize=7)
+                      f"during training\n(red = start, purple = end)", fontsize=8)
     return fig
 
 

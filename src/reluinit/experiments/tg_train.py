@@ -124,16 +124,19 @@ def _fixed_schedule(recipe: Recipe) -> Recipe:
     return recipe
 
 
-def train_to_target(model: nn.Module, train, test, recipe: Recipe, target: float, seed: int, checkpoint: str):
-    """Train epoch by epoch (one checkpoint, resumed by each ``fit`` call) until the test accuracy
-    reaches ``target``, the run diverges or ``recipe.epochs`` have run. Returns ``fit``'s Run and the
-    first epoch at or above the target (None if never)."""
+def train_to_target(model: nn.Module, train, test, recipe: Recipe, target: float, seed: int,
+                    checkpoint: str | None = None):
+    """Train epoch by epoch (one checkpoint, resumed by each ``fit`` call; a temporary one when
+    ``checkpoint`` is None) until the test accuracy reaches ``target``, the run diverges or
+    ``recipe.epochs`` have run. Returns ``fit``'s Run and the first epoch at or above the target
+    (None if never)."""
     recipe = _fixed_schedule(recipe)
-    run = None
-    for epochs in range(1, recipe.epochs + 1):
-        run = fit(model, train, test, dataclasses.replace(recipe, epochs=epochs), seed=seed, checkpoint=checkpoint)
-        if run.diverged or run.final["test_acc"] >= target:
-            break
+    with tempfile.TemporaryDirectory() as tmp:
+        checkpoint = checkpoint or str(Path(tmp) / "run.pt")
+        for epochs in range(1, recipe.epochs + 1):
+            run = fit(model, train, test, dataclasses.replace(recipe, epochs=epochs), seed=seed, checkpoint=checkpoint)
+            if run.diverged or run.final["test_acc"] >= target:
+                break
     reached = next((r["epoch"] for r in run.history if r["test_acc"] >= target and r["epoch"] > 0), None)
     return run, reached
 
@@ -156,7 +159,7 @@ def f6_parts(s: dict) -> dict[str, dict]:
 
 
 def train_and_measure(s: dict, run: dict, data, lines: pd.DataFrame, x: torch.Tensor, device,
-                      checkpoint: str) -> pd.DataFrame:
+                      checkpoint: str | None) -> pd.DataFrame:
     """One run: initialise, measure the lines through the untrained net, train, measure again."""
     train, test, split = data
     started = time.perf_counter()
@@ -195,10 +198,8 @@ def f6_measure(s: dict, key: str, device: str = "auto", inputs=(), checkpoints: 
     lines = choose_lines(test.y.cpu().numpy(), s["n_lines"], s["seed"])
     x = test.x.flatten(1).to(DTYPE)
     out = []
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = checkpoints or tmp
-        for run_key, run in f6_parts(s)[key]["runs"].items():
-            out.append(train_and_measure(s, run, data, lines, x, dev, str(Path(folder) / f"{run_key}.pt")))
+    for run_key, run in f6_parts(s)[key]["runs"].items():
+        out.append(train_and_measure(s, run, data, lines, x, dev, f"{checkpoints}/{run_key}.pt" if checkpoints else None))
     return pd.concat(out, ignore_index=True).assign(device=str(dev))
 
 
