@@ -93,6 +93,11 @@ def train_resources(w):
     return out
 
 
+def one_of(ids):
+    """A wildcard constraint matching exactly these ids (and nothing when there are none)."""
+    return "|".join(re.escape(e) for e in ids) or "(?!)"
+
+
 def checkpoint_dir(w):
     return paths.checkpoints(RESULTS, w.exp, w.part)
 
