@@ -91,14 +91,53 @@ def test_bad_config_stops_before_any_job(workdir):
     assert run.returncode != 0 and "key 'device' = 'gpu'" in run.stderr
 
 
+def test_diverged_and_emptied_runs_are_results_and_jobs_resume(workdir):
+    """Through Snakemake: a run whose loss overflows is recorded as diverged at chance accuracy,
+    a net whose pruning emptied layers trains and is recorded, the workflow completes; a training
+    job rerun after its output is lost resumes from its runs' checkpoints (no retraining) and
+    writes the same table."""
+    config = yaml.safe_load((workdir / "config.yaml").read_text())
+    config["recipes"]["rp-mnist"]["quick"].update(lr=1e38, iterations=60)  # float32 overflows: NaN
+    config["experiments"]["RP-F3"]["quick"].update(setups=["eoc"], depths=[2], sparsities=[0.5])
+    config["experiments"]["RP-T1"]["quick"].update(methods=["snip"], sparsities=[0.9999])
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    run = snakemake("rp_f3", "rp_t1", "--cores", "2", "--config", "scale=quick", cwd=workdir)
+    assert run.returncode == 0, run.stderr[-3000:]
+    f3 = pd.read_csv(workdir / "results" / "RP" / "RP-F3.csv")
+    assert f3["run_diverged"].all() and (f3["final_test_acc"] == 0.1).all()
+    assert f3["diverged"].iloc[-1] and f3["epoch"].max() < 7  # stopped, not trained to the end
+    t1 = pd.read_csv(workdir / "results" / "RP" / "RP-T1.csv")
+    assert (t1["collapsed_layers"] > 0).all() and not t1["run_diverged"].any()
+    assert (workdir / "results" / "figures" / "RP-T1.png").stat().st_size > 1000
+
+    part = workdir / "results" / "RP" / "RP-T1" / "group0.csv"
+    before = pd.read_csv(part)
+    part.unlink()
+    run = snakemake(str(part.relative_to(workdir)), "--cores", "2", "--config", "scale=quick", cwd=workdir)
+    assert run.returncode == 0, run.stderr[-3000:]
+    log = (workdir / "results" / "logs" / "RP" / "RP-T1" / "group0.log").read_text()
+    assert "resumed from" in log and "epoch 1/" not in log
+    pd.testing.assert_frame_equal(pd.read_csv(part), before)
+
+
 def test_quick_scale_builds_every_target(workdir):
     run = snakemake("all", "--cores", "2", "--config", "scale=quick", cwd=workdir, timeout=1800)
     assert run.returncode == 0, run.stderr[-3000:]
     results = workdir / "results"
-    for exp in CONFIG["experiments"]:
+    built = [e for e in CONFIG["experiments"] if not settings(CONFIG, e, "quick").get("optional", False)]
+    assert "RP-T8" not in built and not (results / "figures" / "RP-T8.png").exists()
+    for exp in built:
         for ext in ("pdf", "png"):
             assert (results / "figures" / f"{exp}.{ext}").stat().st_size > 1000
         assert f"{exp} summary:" in (results / "logs" / "figures" / f"{exp}.log").read_text()
+    # Experiments that train: one row per epoch of every run, final and best-epoch accuracy.
+    for exp in [e for e in built if experiments.get(e).trains and not experiments.get(e).source]:
+        table = pd.read_csv(results / experiments.paper_of(exp) / f"{exp}.csv")
+        assert {"epoch", "test_acc", "final_test_acc", "best_test_acc", "run_diverged"} <= set(table.columns), exp
+        assert (table["best_test_acc"] >= table["final_test_acc"]).all(), exp
+    t2 = pd.read_csv(results / "RP" / "RP-T2.csv")
+    assert set(t2["method"]) == {"random", "mbp", "snip", "grasp", "grasp_sr", "synflow", "sbp_sr"}
+    assert (t2.groupby("run")["epoch"].max() == 2).all() and t2["seconds"].notna().all()
     html = (results / "reports" / "OP.html").read_text()
     assert "We see" in html and "Scale: <strong>quick</strong>" in html
 

@@ -369,37 +369,45 @@ def restore(state: dict, device: str | torch.device = "cpu") -> MLP:
                activation=state["activation"], readout=True)
 
 
+class _MLPModule(nn.Module):
+    """An ``nn.Module`` view of a ``nets.MLP`` sharing its tensors, so ``fit`` trains it in place."""
+
+    def __init__(self, net: MLP):
+        super().__init__()
+        self.net = net
+        self.weights = nn.ParameterList(nn.Parameter(w) for w in net.weights)
+        self.biases = nn.ParameterList(nn.Parameter(b) for b in net.biases)
+
+    def forward(self, x):
+        return MLP(list(self.weights), list(self.biases), self.net.activation, readout=True).forward(x)[1]
+
+
 def train_adam(net: MLP, train: tuple[torch.Tensor, torch.Tensor], test: tuple[torch.Tensor, torch.Tensor], *,
                epochs: int, lr: float, batch_size: int, seed: int, checkpoints: list[int]) -> list[dict]:
-    """Train ``net`` in place with Adam on cross-entropy; return a snapshot at each epoch in
-    ``checkpoints`` (0 = at initialization), each with its test accuracy and mean train loss."""
-    params = [p.requires_grad_(True) for p in net.weights + net.biases]
-    opt = torch.optim.Adam(params, lr=lr)
-    gen = torch.Generator().manual_seed(seed)
-    x, y = train
-    states = []
-    loss_mean = math.nan
-    for epoch in range(epochs + 1):
-        if epoch > 0:
-            total, count = 0.0, 0
-            for idx in torch.randperm(len(x), generator=gen).split(batch_size):
-                _, logits = net.forward(x[idx])
-                loss = F.cross_entropy(logits, y[idx])
-                if not torch.isfinite(loss):
-                    log.warning("epoch %d: loss is %s, training stops (diverged)", epoch, loss.item())
-                    return states + [snapshot(net, epoch=epoch, test_acc=1.0 / (int(y.max()) + 1),
-                                              train_loss=math.nan, diverged=True)]
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                total, count = total + loss.item() * len(idx), count + len(idx)
-            loss_mean = total / count
-        if epoch in checkpoints:
-            acc = accuracy(net, *test)
-            log.info("epoch %d: train loss %.4f, test accuracy %.4f", epoch, loss_mean, acc)
-            states.append(snapshot(net, epoch=epoch, test_acc=acc, train_loss=loss_mean, diverged=False))
-    for p in params:
-        p.requires_grad_(False)
+    """Train ``net`` in place with Adam on cross-entropy (``fit``); return a snapshot at each epoch in
+    ``checkpoints`` (0 = at initialization), each with its test accuracy and mean train loss. A run
+    that diverges ends with a snapshot marked ``diverged`` at chance accuracy."""
+    module = _MLPModule(net)
+    device = net.weights[0].device
+    train_data, test_data = DeviceData(*train, device, dtype=net.weights[0].dtype), None
+    test_data = DeviceData(*test, device, dtype=net.weights[0].dtype)
+    n_classes = int(max(train[1].max(), test[1].max())) + 1
+
+    def keep(epoch: int, m: nn.Module) -> list[dict]:
+        return [{"state": snapshot(net)}] if epoch in checkpoints else []
+
+    recipe = Recipe(optimizer="adam", lr=lr, batch_size=batch_size, epochs=epochs, schedule="constant",
+                    precision="fp32", check_every=1)
+    result = fit(module, train_data, test_data, recipe, seed=seed, on_epoch=keep, n_classes=n_classes)
+    by_epoch = {r["epoch"]: r for r in result.history}
+    states = [dict(m["state"], epoch=m["epoch"], test_acc=by_epoch[m["epoch"]]["test_acc"],
+                   train_loss=by_epoch[m["epoch"]]["train_loss"], diverged=False) for m in result.measures]
+    if result.diverged:
+        last = result.final
+        states.append(snapshot(net, epoch=last["epoch"], test_acc=last["test_acc"], train_loss=math.nan,
+                               diverged=True))
+    for w in net.weights + net.biases:
+        w.requires_grad_(False)
     return states
 
 

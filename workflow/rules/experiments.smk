@@ -25,7 +25,8 @@ rule measure:
         log_file("{paper}/{exp}/{part}"),
     benchmark:
         benchmark_file("{paper}/{exp}/{part}")
-    threads: 2
+    # quick jobs are mostly Python start-up, which is single-threaded: two at a time, one thread each
+    threads: 1 if SCALE == "quick" else 2
     resources:
         mem_mb=8000,
         runtime="2h",

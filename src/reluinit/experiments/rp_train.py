@@ -202,7 +202,8 @@ def table_figure(table: pd.DataFrame, s: dict):
     fig, axes = plotting.panels(len(cells), width=3.8, height=3.2)
     for ax, (facet, net) in zip(axes, cells):
         g = final[(final["facet"] == facet) & (final["net"] == net)]
-        sns.pointplot(data=g, x="sparsity", y="best", hue="method", ax=ax, dodge=0.3, errorbar="sd",
+        sns.pointplot(data=g, x="sparsity", y="best", hue="method", ax=ax, errorbar="sd",
+                      dodge=0.3 if g["method"].nunique() > 1 else False,  # seaborn divides by levels - 1
                       markersize=4, linewidth=1)
         ax.set(title=f"{facet} {net}".strip(), xlabel="sparsity", ylabel="best-epoch test accuracy (%)")
         ax.legend(fontsize=6)
