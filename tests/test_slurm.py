@@ -11,6 +11,7 @@ import time
 
 import pandas as pd
 import pytest
+import torch
 import yaml
 
 from conftest import ROOT, SNAKEMAKE, copy_workflow, snakemake
@@ -135,3 +136,51 @@ def test_a_cancelled_job_is_resubmitted_and_finishes(cluster, tmp_path):
     run = snakemake(target, "--cores", "2", *THREADS, *_subset(reference), cwd=reference)
     assert run.returncode == 0, run.stderr[-2000:]
     pd.testing.assert_frame_equal(pd.read_csv(wf / target), pd.read_csv(reference / target), check_exact=True)
+
+
+# A training job long enough to be cancelled mid-run: RP-F3's quick runs (two tiny FFNNs) for
+# 2,000 SGD steps each, about 47 epochs of the digits, one checkpoint per epoch.
+TRAINING = {"experiments": {"RP-F3": {"quick": {"setups": ["eoc_rescaled"], "depths": [2, 6], "sparsities": [0.5]}}},
+            "recipes": {"rp-mnist": {"quick": {"iterations": 2000}}}}
+TRAINING_TARGET = "results/RP/RP-F3/group0.csv"
+
+
+def _training_config(workdir):
+    (workdir / "training.yaml").write_text(yaml.safe_dump(TRAINING))
+    return ["--configfile", "training.yaml", "--config", "scale=quick"]
+
+
+def test_a_cancelled_training_job_resumes_from_its_checkpoint(cluster, tmp_path):
+    """scancel a running training job once its first run has checkpointed a few epochs: the
+    profile's retry resubmits it, the new job resumes from the checkpoint instead of starting
+    over, and the table equals an uninterrupted local run's (all but the wall-clock column)."""
+    wf = copy_workflow(tmp_path / "slurm")
+    cmd = SNAKEMAKE + [TRAINING_TARGET, *SLURM, *_training_config(wf)]
+    proc = subprocess.Popen(cmd, cwd=wf, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    checkpoints = wf / "results" / "checkpoints" / "RP" / "RP-F3" / "group0"
+    cancelled, epoch_at_cancel = None, None
+    deadline = time.monotonic() + 300
+    while cancelled is None and time.monotonic() < deadline and proc.poll() is None:
+        first = sorted(checkpoints.glob("*.pt"))[:1]
+        state = torch.load(first[0], weights_only=True) if first else None
+        if state is not None and state["history"][-1]["epoch"] >= 3:
+            queue = subprocess.run(["squeue", "-h", "-o", "%i %T %k"], capture_output=True, text=True).stdout
+            for line in queue.splitlines():
+                jobid, job_state, comment = (line.split() + ["", ""])[:3]
+                if job_state == "RUNNING" and "rule_train_part" in comment:
+                    subprocess.run(["scancel", jobid], check=True)
+                    cancelled, epoch_at_cancel = jobid, state["history"][-1]["epoch"]
+        time.sleep(0.2)
+    out, _ = proc.communicate(timeout=600)
+    assert cancelled, "the training job was never seen running with a checkpoint: " + out[-2000:]
+    assert proc.returncode == 0, out[-4000:]
+    assert _job_state(cancelled)[0] == "CANCELLED"
+    log = (wf / "results" / "logs" / "RP" / "RP-F3" / "group0.log").read_text()
+    resumed = re.search(r"resumed from \S+ at epoch (\d+)", log)  # the retry did not start over
+    assert resumed and 3 <= int(resumed.group(1)) < 47 and epoch_at_cancel < 47
+
+    reference = copy_workflow(tmp_path / "reference")
+    run = snakemake(TRAINING_TARGET, "--cores", "2", *_training_config(reference), cwd=reference)
+    assert run.returncode == 0, run.stderr[-2000:]
+    got, want = (pd.read_csv(d / TRAINING_TARGET).drop(columns="seconds") for d in (wf, reference))
+    pd.testing.assert_frame_equal(got, want, check_exact=True)

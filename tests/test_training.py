@@ -163,3 +163,12 @@ def test_on_device_augmentation_crops_and_flips():
     # every value of a shifted crop is either padding (0) or a pixel of the same image
     for a, b in zip(out, x):
         assert set(a.flatten().tolist()) <= set(b.flatten().tolist()) | {0.0}
+
+
+def test_bf16_autocast_trains_on_the_cpu_too():
+    model, train, test = _tiny()
+    run = fit(model, train, test, Recipe(optimizer="sgd", lr=0.05, momentum=0.9, epochs=4, batch_size=32,
+                                         precision="bf16", schedule="constant"), seed=4)
+    assert not run.diverged and run.final["test_acc"] > 0.8
+    assert Recipe(precision="auto").autocast_dtype(torch.device("cpu")) is None
+    assert Recipe(precision="auto").autocast_dtype(torch.device("cuda")) is torch.bfloat16

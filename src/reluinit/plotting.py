@@ -19,14 +19,19 @@ def theme() -> None:
     sns.set_theme(context="paper", style="whitegrid", palette="viridis", font_scale=1.1)
 
 
-def panels(n: int, width: float = 4.2, height: float = 3.4, integer_x: bool = False):
-    """A row of ``n`` axes under the project theme (``integer_x``: x is a layer index or a count)."""
+def panels(n: int, width: float = 4.2, height: float = 3.4, integer_x: bool = False, rows: int = 1):
+    """``n`` axes in ``rows`` rows under the project theme, in reading order (``integer_x``: x is a
+    layer index or a count)."""
     theme()
-    fig, axes = plt.subplots(1, n, figsize=(width * n, height), squeeze=False, layout="constrained")
+    cols = -(-n // rows)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False, layout="constrained")
+    axes = list(axes.flat)
+    for ax in axes[n:]:
+        ax.set_visible(False)
     if integer_x:
-        for ax in axes[0]:
+        for ax in axes:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    return fig, list(axes[0])
+    return fig, axes[:n]
 
 
 def save(fig, paths: list[str | Path]) -> None:

@@ -225,14 +225,15 @@ def load_checkpoint(path: str | Path, device="cpu") -> dict | None:
 def fit(model: nn.Module, train: DeviceData, test: DeviceData, recipe: Recipe, *, seed: int,
         checkpoint: str | Path | None = None, masks: dict | None = None,
         on_epoch: Callable[[int, nn.Module], list[dict]] | None = None, loss_fn: LossFn = cross_entropy,
-        n_classes: int | None = None) -> Run:
+        n_classes: int | None = None, stop_when: Callable[[dict], bool] | None = None) -> Run:
     """Train ``model`` (already on ``train.device``, masks already applied) under ``recipe``.
 
     Only parameters with ``requires_grad`` are optimised (freeze the rest to train one layer).
     ``on_epoch(epoch, model)`` runs at initialization (epoch 0) and after every epoch; its rows are
     kept (and checkpointed) with the epoch. With ``checkpoint``, state is saved there after every
     epoch and a run that finds one resumes from it; ``masks`` are stored with it so the caller can
-    rebuild the pruned model before resuming (``resume_masks``).
+    rebuild the pruned model before resuming (``resume_masks``). ``stop_when(row)`` ends training
+    after the first epoch whose row it accepts (TG-F6 trains until a test accuracy is reached).
     """
     device = train.device
     n_classes = n_classes or int(train.y.max().item()) + 1
@@ -264,7 +265,7 @@ def fit(model: nn.Module, train: DeviceData, test: DeviceData, recipe: Recipe, *
     step = run.final["step"]
     model.train()
     for epoch in range(run.final["epoch"] + 1, n_epochs + 1):
-        if run.diverged:
+        if run.diverged or (stop_when is not None and run.final["epoch"] > 0 and stop_when(run.final)):
             break
         started = time.perf_counter()
         lr = recipe.lr_at(epoch, n_epochs)

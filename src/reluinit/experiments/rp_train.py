@@ -158,16 +158,17 @@ heat_parts, heat_measure = run_table(lambda s: {"activation": s["activations"], 
 
 
 def heat_figure(table: pd.DataFrame, s: dict):
+    """One heatmap (depth x sparsity, final test accuracy) per set-up (columns) and activation (rows)."""
     final = _final(table)
-    final = final.assign(panel=final["activation"] + ", " + final["setup"].map(SETUP_LABELS))
-    panels = list(dict.fromkeys(final["panel"]))
-    fig, axes = plotting.panels(len(panels), width=3.6, height=3.2)
-    for ax, panel in zip(axes, panels):
-        grid = final[final["panel"] == panel].pivot_table(index="depth", columns="sparsity",
-                                                           values="final_test_acc", aggfunc="mean")
+    activations = [a for a in s["activations"] if a in set(final["activation"])]
+    setups = [u for u in s["setups"] if u in set(final["setup"])]
+    fig, axes = plotting.panels(len(activations) * len(setups), width=3.6, height=3.2, rows=len(activations))
+    for ax, (activation, setup) in zip(axes, [(a, u) for a in activations for u in setups]):
+        g = final[(final["activation"] == activation) & (final["setup"] == setup)]
+        grid = g.pivot_table(index="depth", columns="sparsity", values="final_test_acc", aggfunc="mean")
         sns.heatmap(100 * grid.sort_index(ascending=False), ax=ax, vmin=0, vmax=100, cmap="viridis", annot=True,
                     fmt=".0f", annot_kws={"fontsize": 6}, cbar=False)
-        ax.set(title=panel, xlabel="sparsity", ylabel="depth")
+        ax.set(title=f"{activation}, {SETUP_LABELS[setup]}", xlabel="sparsity", ylabel="depth")
     r = s["recipe"]
     length = f"{r['iterations']} iterations" if r.get("iterations") else f"{r['epochs']} epochs"
     fig.suptitle(f"test accuracy (%) after {length}, SBP, FFNN width {s['width']}, {table['dataset'].iloc[0]}")

@@ -10,10 +10,8 @@ different classes) go through every trained net and through the same net before 
 
 Choices the paper leaves open (also in the README):
 * Training stops at the first epoch whose test accuracy is >= ``target_acc`` ("trained to test
-  accuracy of greater than 95%"): ``fit`` is called for 1, 2, ... epochs on one checkpoint, so it
-  resumes and trains one more epoch each time (a temporary file when the workflow gives no
-  checkpoint folder). A "step" schedule is turned into fixed milestones at 1/2 and 3/4 of the
-  recipe's epochs, so the learning rate is that of one uninterrupted run. Runs that never reach
+  accuracy of greater than 95%"; ``fit``'s ``stop_when``); a step schedule keeps the milestones of
+  the recipe's full length. Runs that never reach
   the target are kept and flagged (``reached_target`` False) and measured after their last epoch.
 * Post-training sigma_w: the mean over the hidden layers (not the readout) of std(W_l) sqrt(fan_in),
   the same statistic as the initial sigma_w (std before the 1/sqrt(k) scaling). The random nets'
@@ -33,10 +31,8 @@ Choices the paper leaves open (also in the README):
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
-import tempfile
 import time
 from pathlib import Path
 
@@ -115,28 +111,13 @@ def choose_lines(y: np.ndarray, n_lines: int, seed: int) -> pd.DataFrame:
 # --- training ------------------------------------------------------------------------------------
 
 
-def _fixed_schedule(recipe: Recipe) -> Recipe:
-    """The recipe with a schedule that does not depend on the number of epochs asked of ``fit``."""
-    if recipe.iterations is not None:
-        raise ValueError("TG-F6 trains to a target accuracy epoch by epoch: give the recipe epochs, not iterations")
-    if recipe.schedule == "step":
-        return dataclasses.replace(recipe, schedule=[recipe.epochs // 2, (3 * recipe.epochs) // 4])
-    return recipe
-
-
 def train_to_target(model: nn.Module, train, test, recipe: Recipe, target: float, seed: int,
                     checkpoint: str | None = None):
-    """Train epoch by epoch (one checkpoint, resumed by each ``fit`` call; a temporary one when
-    ``checkpoint`` is None) until the test accuracy reaches ``target``, the run diverges or
-    ``recipe.epochs`` have run. Returns ``fit``'s Run and the first epoch at or above the target
+    """Train until the test accuracy reaches ``target``, the run diverges or ``recipe.epochs`` have
+    run (``fit``'s ``stop_when``). Returns ``fit``'s Run and the first epoch at or above the target
     (None if never)."""
-    recipe = _fixed_schedule(recipe)
-    with tempfile.TemporaryDirectory() as tmp:
-        checkpoint = checkpoint or str(Path(tmp) / "run.pt")
-        for epochs in range(1, recipe.epochs + 1):
-            run = fit(model, train, test, dataclasses.replace(recipe, epochs=epochs), seed=seed, checkpoint=checkpoint)
-            if run.diverged or run.final["test_acc"] >= target:
-                break
+    run = fit(model, train, test, recipe, seed=seed, checkpoint=checkpoint,
+              stop_when=lambda row: row["test_acc"] >= target)
     reached = next((r["epoch"] for r in run.history if r["test_acc"] >= target and r["epoch"] > 0), None)
     return run, reached
 
