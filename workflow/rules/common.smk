@@ -78,7 +78,7 @@ def _hours(runtime):
 def train_resources(w):
     """A training job's resources from its experiment's `resources` settings: gpu, cpus per GPU,
     memory, and a runtime that may depend on the model (`runtime: {resnet32: "12h", ...}`);
-    a job that runs several runs asks for the sum of theirs."""
+    a job that runs several runs asks for the sum of theirs. Quick-scale jobs ask for no GPU."""
     s = exp_settings(w.exp)
     r = s.get("resources", {})
     runs = experiments.get(w.exp).parts(s)[w.part]["runs"].values()
@@ -88,7 +88,7 @@ def train_resources(w):
     else:
         hours = _hours(per_model) * len(runs)
     out = {"mem_mb": r.get("mem_mb", 8000), "runtime": f"{max(1, round(hours * 60))}m"}
-    if r.get("gpu", 0):
+    if r.get("gpu", 0) and SCALE != "quick":  # the quick scale is CPU-only by design
         out.update(gpu=r["gpu"], cpus_per_gpu=r.get("cpus_per_gpu", 8))
     return out
 
