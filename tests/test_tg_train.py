@@ -112,7 +112,11 @@ def test_quick_experiment_end_to_end(tmp_path):
     s = _settings()
     parts = exp.parts(s)
     assert exp.trains and list(parts) == ["group0", "group1"]
-    table = pd.concat([exp.measure(s, k, device="cpu", checkpoints=str(tmp_path)) for k in parts], ignore_index=True)
+    by_part = {k: exp.measure(s, k, device="cpu", checkpoints=str(tmp_path)) for k in parts}
+    full = pd.concat(by_part.values(), ignore_index=True)
+    epochs = full[full["kind"] == "epoch"]  # the engine's per-epoch rows, epoch 0 included
+    assert epochs.groupby("run")["epoch"].min().eq(0).all() and epochs["test_acc"].notna().all()
+    table = tg_train.lines_of(full)
     assert len(table) == 2 * 2 * 6 * 2  # sigma_ws x nets x lines x trained
     assert table["dataset"].iloc[0] == "digits"
     assert set(table["pair"]) == {"within", "between"}
@@ -128,10 +132,10 @@ def test_quick_experiment_end_to_end(tmp_path):
     # random ReLU nets: growth grows with sigma_w
     g = random.groupby("sigma_w_init")["growth"].mean()
     assert g[2.0] > g[1.0]
-    summary = exp.summary(table)
+    summary = exp.summary(full)
     assert len(summary) == 4 and {"growth_trained", "growth_random", "reached_target"} <= set(summary.columns)
-    fig = exp.figure(table, s)
+    fig = exp.figure(full, s)
     assert len(fig.axes) == 2
     # re-running a part resumes its finished checkpoints: the same rows, no training
     again = exp.measure(s, "group0", device="cpu", checkpoints=str(tmp_path))
-    pd.testing.assert_frame_equal(again, table.iloc[: len(again)].reset_index(drop=True))
+    pd.testing.assert_frame_equal(again, by_part["group0"])

@@ -57,8 +57,7 @@ rule train_part:
         log_file("{paper}/{exp}/{part}"),
     benchmark:
         benchmark_file("{paper}/{exp}/{part}")
-    # quick runs train tiny nets: one thread each, two jobs at a time, is faster than sharing
-    threads: 1 if SCALE == "quick" else 8
+    threads: train_threads
     resources:
         mem_mb=lambda w: train_resources(w)["mem_mb"],
         runtime=lambda w: train_resources(w)["runtime"],

@@ -45,7 +45,7 @@ from torch import nn
 from .. import datasets, plotting
 from ..models import build, initialize
 from ..nets import MLP, resolve_device
-from ..training import Recipe, fit, load_data
+from ..training import Recipe, fit, history_table, load_data
 from ..trajectories import Line, measure
 from . import Experiment, group_runs, part_seed, register
 
@@ -165,11 +165,13 @@ def train_and_measure(s: dict, run: dict, data, lines: pd.DataFrame, x: torch.Te
              run["sigma_w"], table.loc[table["trained"], "sigma_w_post"].iloc[0],
              table.loc[~table["trained"], "growth"].mean(), table.loc[table["trained"], "growth"].mean(),
              time.perf_counter() - started)
-    return table.assign(run=run["key"], net=run["net"], net_seed=run["seed"], sigma_w_init=run["sigma_w"],
-                        bias=s["bias"], depth=s["depth"], width=s["width"], dataset=split.name,
-                        reached_target=reached is not None, target_epoch=reached if reached is not None else -1,
-                        epochs_run=summary["epochs_run"], final_test_acc=summary["final_test_acc"],
-                        diverged=result.diverged, n_pieces=s["n_pieces"], recipe=s["recipe"].get("name", ""))
+    columns = dict(run=run["key"], net=run["net"], net_seed=run["seed"], sigma_w_init=run["sigma_w"],
+                   bias=s["bias"], depth=s["depth"], width=s["width"], dataset=split.name,
+                   reached_target=reached is not None, target_epoch=reached if reached is not None else -1,
+                   n_pieces=s["n_pieces"], recipe=s["recipe"].get("name", ""))
+    table = table.assign(kind="line", **columns, **summary, run_diverged=result.diverged).drop(columns="diverged")
+    # the run's epochs (kind "epoch"): the engine's bookkeeping, next to what was measured
+    return pd.concat([table, history_table(result, **columns).assign(kind="epoch")], ignore_index=True)
 
 
 def f6_measure(s: dict, key: str, device: str = "auto", inputs=(), checkpoints: str | None = None) -> pd.DataFrame:
@@ -187,9 +189,16 @@ def f6_measure(s: dict, key: str, device: str = "auto", inputs=(), checkpoints: 
 # --- figure and summary --------------------------------------------------------------------------
 
 
+def lines_of(table: pd.DataFrame) -> pd.DataFrame:
+    """The measurement rows (one per run, line and trained flag), without the epoch rows."""
+    table = table[table["kind"] == "line"]
+    return table.assign(trained=table["trained"].astype(bool))
+
+
 def per_line(table: pd.DataFrame) -> pd.DataFrame:
     """One point per (line, initial sigma_w, trained): sigma_w and growth averaged over the nets,
     with their standard deviations over the nets (TG's Figure 6b points)."""
+    table = lines_of(table)
     return table.groupby(["trained", "pair", "line", "sigma_w_init"], as_index=False).agg(
         sigma_w=("sigma_w_post", "mean"), sigma_w_sd=("sigma_w_post", "std"), growth=("growth", "mean"),
         growth_sd=("growth", "std"), nets=("net", "nunique"))
@@ -197,6 +206,7 @@ def per_line(table: pd.DataFrame) -> pd.DataFrame:
 
 def f6_figure(table: pd.DataFrame, s: dict):
     fig, axes = plotting.panels(2, width=5.0, height=4.0)
+    table = lines_of(table)
     pts = per_line(table)
     # (a) per initial sigma_w and kind of pair: mean over lines and nets
     mean = table.groupby(["trained", "pair", "sigma_w_init"], as_index=False).agg(
@@ -232,6 +242,7 @@ def f6_summary(table: pd.DataFrame) -> pd.DataFrame:
     """Per initial sigma_w and kind of pair: mean growth factor of the trained and of the random
     nets, mean (sd) post-training sigma_w, test accuracy and the share of nets that reached the
     target; and the between/within ratio of the trained nets' growth (TG: above 1)."""
+    table = lines_of(table)
     trained, random = table[table["trained"]], table[~table["trained"]]
     keys = ["sigma_w_init", "pair"]
     out = trained.groupby(keys, as_index=False).agg(
