@@ -134,7 +134,8 @@ def test_quick_scale_builds_every_target(workdir):
     for exp in [e for e in built if experiments.get(e).trains and not experiments.get(e).source]:
         table = pd.read_csv(results / experiments.paper_of(exp) / f"{exp}.csv")
         assert {"epoch", "test_acc", "final_test_acc", "best_test_acc", "run_diverged"} <= set(table.columns), exp
-        assert (table["best_test_acc"] >= table["final_test_acc"]).all(), exp
+        runs = table.dropna(subset=["final_test_acc"])  # measurement rows (kind != epoch) have none
+        assert len(runs) and (runs["best_test_acc"] >= runs["final_test_acc"]).all(), exp
     t2 = pd.read_csv(results / "RP" / "RP-T2.csv")
     assert set(t2["method"]) == {"random", "mbp", "snip", "grasp", "grasp_sr", "synflow", "sbp_sr"}
     assert (t2.groupby("run")["epoch"].max() == 2).all() and t2["seconds"].notna().all()
