@@ -18,7 +18,7 @@ import math
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import torch
 import torch.nn.functional as F
@@ -26,6 +26,9 @@ from torch import nn
 
 from . import datasets
 from .nets import MLP, parse_arch, resolve_device, sample_mlp
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -390,7 +393,7 @@ def train_adam(net: MLP, train: tuple[torch.Tensor, torch.Tensor], test: tuple[t
     that diverges ends with a snapshot marked ``diverged`` at chance accuracy."""
     module = _MLPModule(net)
     device = net.weights[0].device
-    train_data, test_data = DeviceData(*train, device, dtype=net.weights[0].dtype), None
+    train_data = DeviceData(*train, device, dtype=net.weights[0].dtype)
     test_data = DeviceData(*test, device, dtype=net.weights[0].dtype)
     n_classes = int(max(train[1].max(), test[1].max())) + 1
 
@@ -407,18 +410,12 @@ def train_adam(net: MLP, train: tuple[torch.Tensor, torch.Tensor], test: tuple[t
         last = result.final
         states.append(snapshot(net, epoch=last["epoch"], test_acc=last["test_acc"], train_loss=math.nan,
                                diverged=True))
-    for w in net.weights + net.biases:
-        w.requires_grad_(False)
     return states
 
 
 def save(states: list[dict], path: str | Path) -> None:
-    """Write atomically: a killed job never leaves a half-written file behind."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save(states, tmp)
-    tmp.replace(path)
+    """Write LR's checkpoints atomically (``save_checkpoint``)."""
+    save_checkpoint(states, path)
 
 
 def load(path: str | Path) -> list[dict]:

@@ -1,4 +1,5 @@
 # Shared helpers: config validation, the library on the path, settings and paths by id.
+import functools
 import re
 import sys
 from pathlib import Path
@@ -79,9 +80,14 @@ def train_resources(w):
     """A training job's resources from its experiment's `resources` settings: gpu, cpus per GPU,
     memory, and a runtime that may depend on the model (`runtime: {resnet32: "12h", ...}`);
     a job that runs several runs asks for the sum of theirs. Quick-scale jobs ask for no GPU."""
-    s = exp_settings(w.exp)
+    return _train_resources(w.exp, w.part)
+
+
+@functools.cache  # asked once per resource and job: the runs are listed once per job
+def _train_resources(exp, part):
+    s = exp_settings(exp)
     r = s.get("resources", {})
-    runs = experiments.get(w.exp).parts(s)[w.part]["runs"].values()
+    runs = experiments.get(exp).parts(s)[part]["runs"].values()
     per_model = r.get("runtime", "1h")
     if isinstance(per_model, dict):
         hours = sum(_hours(per_model.get(run.get("model"), per_model.get("default", "1h"))) for run in runs)

@@ -83,6 +83,26 @@ def resolve_part(parts: dict[str, dict], base_seed: int, key: str) -> tuple[dict
     return parts[key], part_seed(base_seed, list(parts).index(key))
 
 
+def product_runs(s: dict, axes: dict[str, list]) -> dict[str, dict]:
+    """Every combination of ``axes`` and repetition (``rep`` over ``s["reps"]``) as a training run
+    named by its values (``"resnet32-snip-sparsity0.9-rep0"``), with its own seed from ``s["seed"]``."""
+    import itertools
+
+    names = list(axes) + ["rep"]
+    values = list(axes.values()) + [list(range(s.get("reps", 1)))]
+    runs = {}
+    for i, combo in enumerate(itertools.product(*values)):
+        run = dict(zip(names, combo))
+        key = "-".join(str(v) if isinstance(v, str) else f"{n}{v}" for n, v in run.items())
+        runs[key] = {**run, "key": key, "seed": part_seed(s["seed"], i)}
+    return runs
+
+
+def run_checkpoint(checkpoints: str | None, run_key: str) -> str | None:
+    """Where a training run keeps its checkpoint in a job's ``checkpoints`` folder (none without one)."""
+    return f"{checkpoints}/{run_key}.pt" if checkpoints else None
+
+
 def group_runs(runs: dict[str, dict], per_job: int) -> dict[str, dict]:
     """Parts of ``per_job`` training runs each (in order): a part's kwargs are ``{"runs": {run key:
     run kwargs}}``. With one run per job a part is named after its run, else ``group<i>``."""

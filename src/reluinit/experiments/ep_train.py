@@ -55,7 +55,6 @@ Table columns: every training experiment's table holds the run's per-epoch histo
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 
@@ -71,7 +70,7 @@ from ..models import build, initialize, weight_layers
 from ..nets import resolve_device
 from ..training import Recipe, evaluate, fit, history_table, load_data
 from ..trajectories import Arc, module_lengths
-from . import Experiment, group_runs, part_seed, register, resolve_part
+from . import Experiment, group_runs, part_seed, product_runs, register, resolve_part, run_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -235,22 +234,6 @@ def _dataset(s: dict) -> str:
     return resolve(s["dataset"], s["scale"])
 
 
-def _runs(s: dict, axes: dict[str, list]) -> dict[str, dict]:
-    """Every combination of ``axes`` and repetition (``s["reps"]``) as a run with its own seed."""
-    names = list(axes) + ["rep"]
-    values = list(axes.values()) + [list(range(s.get("reps", 1)))]
-    runs = {}
-    for i, combo in enumerate(itertools.product(*values)):
-        run = dict(zip(names, combo))
-        key = "-".join(str(v) if isinstance(v, str) else f"{n}{v}" for n, v in run.items())
-        runs[key] = {**run, "key": key, "seed": part_seed(s["seed"], i)}
-    return runs
-
-
-def _checkpoint(checkpoints: str | None, run_key: str) -> str | None:
-    return f"{checkpoints}/{run_key}.pt" if checkpoints else None
-
-
 def _train_measure(run_fn, runs_of):
     """``parts`` and ``measure`` of an experiment whose runs are ``runs_of(s)``; ``run_fn(s, run,
     data, device, checkpoint)`` returns one run's rows."""
@@ -260,7 +243,7 @@ def _train_measure(run_fn, runs_of):
     def measure(s: dict, key: str, device: str = "auto", inputs=(), checkpoints: str | None = None) -> pd.DataFrame:
         dev = resolve_device(device)
         data = load_data(s, dev)
-        out = [run_fn(s, run, data, dev, _checkpoint(checkpoints, run_key))
+        out = [run_fn(s, run, data, dev, run_checkpoint(checkpoints, run_key))
                for run_key, run in parts(s)[key]["runs"].items()]
         return pd.concat(out, ignore_index=True)
 
@@ -360,7 +343,7 @@ def conv_run(s: dict, run: dict, data, device, checkpoint: str | None) -> pd.Dat
                       recipe=s["recipe"].get("name", ""))
 
 
-train_parts, train_measure = _train_measure(conv_run, lambda s: _runs(s, {"variant": s["variants"]}))
+train_parts, train_measure = _train_measure(conv_run, lambda s: product_runs(s, {"variant": s["variants"]}))
 
 
 def _lengths(table: pd.DataFrame, variant: str) -> pd.DataFrame:
@@ -518,7 +501,7 @@ def noise_run(s: dict, run: dict, data, device, checkpoint: str | None) -> pd.Da
                       recipe=s["recipe"].get("name", ""))
 
 
-f6_parts, f6_measure = _train_measure(noise_run, lambda s: _runs(s, {}))
+f6_parts, f6_measure = _train_measure(noise_run, lambda s: product_runs(s, {}))
 
 
 def f6_figure(table: pd.DataFrame, s: dict):
@@ -573,7 +556,7 @@ def one_layer_run(s: dict, run: dict, data, device, checkpoint: str | None) -> p
                       readout=run["layer"] == s["depth"], recipe=s["recipe"].get("name", ""))
 
 
-one_parts, one_measure = _train_measure(one_layer_run, lambda s: _runs(s, {"layer": trained_layers(s)}))
+one_parts, one_measure = _train_measure(one_layer_run, lambda s: product_runs(s, {"layer": trained_layers(s)}))
 
 
 def one_figure(table: pd.DataFrame, s: dict, fig_id: str):
@@ -612,7 +595,7 @@ def fc_length_run(s: dict, run: dict, data, device, checkpoint: str | None) -> p
                       sigma_w2=s["sigma_w2"], n_pieces=s["n_pieces"], variant="fc", recipe=s["recipe"].get("name", ""))
 
 
-f18_parts, f18_measure = _train_measure(fc_length_run, lambda s: _runs(s, {}))
+f18_parts, f18_measure = _train_measure(fc_length_run, lambda s: product_runs(s, {}))
 
 
 def f18_figure(table: pd.DataFrame, s: dict):

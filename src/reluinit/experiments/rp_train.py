@@ -15,13 +15,11 @@ diagonal of the whole net). Choices the paper leaves open are in the README.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 
 import pandas as pd
 import seaborn as sns
-import torch
 
 from .. import datasets, plotting
 from ..meanfield import eoc_sigma_w
@@ -29,7 +27,7 @@ from ..models import build, initialize
 from ..nets import resolve_device
 from ..pruning import apply_masks, layer_table, prune, rescale, sparsity
 from ..training import Recipe, fit, history_table, load_data, resume_masks
-from . import Experiment, group_runs, part_seed, register
+from . import Experiment, group_runs, product_runs, register, run_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -101,16 +99,12 @@ SETUP_LABELS = {"eoc_rescaled": "EOC + rescaling", "eoc": "EOC", "ordered": "ord
 
 
 def _runs(s: dict, axes: dict[str, list]) -> dict[str, dict]:
-    """Every combination of ``axes`` and repetition (s["reps"]) as a run, named by its values, with
-    its own seed; what the axes leave out comes from the settings (activation, init, dataset)."""
-    names = list(axes) + ["rep"]
-    values = list(axes.values()) + [list(range(s.get("reps", 1)))]
+    """``product_runs`` of ``axes``, with what the axes leave out from the settings (activation, init,
+    dataset, model, width) and a set-up spelled out as its initialization and method."""
     runs = {}
-    for i, combo in enumerate(itertools.product(*values)):
-        run = dict(zip(names, combo))
-        key = "-".join(str(v) if isinstance(v, str) else f"{n}{v}" for n, v in run.items())
+    for key, run in product_runs(s, axes).items():
         run = {"activation": s.get("activation", "relu"), "init": s.get("init", "he"), "dataset": s.get("dataset"),
-               "model": s.get("model"), "width": s.get("width"), **run, "key": key, "seed": part_seed(s["seed"], i)}
+               "model": s.get("model"), "width": s.get("width"), **run}
         if "setup" in run:
             run["init"], run["method"] = SETUPS[run["setup"]]
         runs[key] = run
@@ -132,7 +126,7 @@ def run_table(axes_of):
                 settings["recipe"] = s["recipes_by_dataset"][ds]
             if ds not in loaded:
                 loaded[ds] = load_data(settings, dev, channels_last=settings["recipe"].get("channels_last", False))
-            out.append(train_pruned(settings, run, loaded[ds], dev, f"{checkpoints}/{run_key}.pt" if checkpoints else None))
+            out.append(train_pruned(settings, run, loaded[ds], dev, run_checkpoint(checkpoints, run_key)))
         return pd.concat(out, ignore_index=True)
 
     return parts, measure

@@ -34,20 +34,18 @@ from __future__ import annotations
 import logging
 import math
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 import torch
 from torch import nn
 
-from .. import datasets, plotting
+from .. import plotting
 from ..models import build, initialize
 from ..nets import MLP, resolve_device
 from ..training import Recipe, fit, history_table, load_data
 from ..trajectories import Line, measure
-from . import Experiment, group_runs, part_seed, register
+from . import Experiment, group_runs, part_seed, register, run_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +180,7 @@ def f6_measure(s: dict, key: str, device: str = "auto", inputs=(), checkpoints: 
     x = test.x.flatten(1).to(DTYPE)
     out = []
     for run_key, run in f6_parts(s)[key]["runs"].items():
-        out.append(train_and_measure(s, run, data, lines, x, dev, f"{checkpoints}/{run_key}.pt" if checkpoints else None))
+        out.append(train_and_measure(s, run, data, lines, x, dev, run_checkpoint(checkpoints, run_key)))
     return pd.concat(out, ignore_index=True).assign(device=str(dev))
 
 
