@@ -6,6 +6,9 @@
 configfile: "config.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/datasets.smk"
 include: "workflow/rules/training.smk"
@@ -18,3 +21,5 @@ rule all:
     input:
         [figure_files(exp) for exp in DEFAULT],
         [report_files(paper) for paper in REPORT_PAPERS],
+        paths.scorecard(RESULTS, "csv"),
+        paths.scorecard(RESULTS, "html"),

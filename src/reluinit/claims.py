@@ -209,3 +209,22 @@ def summary(card: pd.DataFrame) -> pd.DataFrame:
     """Counts of verdicts per paper."""
     counts = card.groupby(["paper", "verdict"]).size().unstack(fill_value=0)
     return counts.reindex(columns=[REPRODUCED, NOT_REPRODUCED, NOT_RUN], fill_value=0)
+
+
+_COLOURS = {REPRODUCED: "#cce5cc", NOT_REPRODUCED: "#f4c7c3", NOT_RUN: "#e8e8e8"}
+
+
+def write_html(card: pd.DataFrame, path: str | Path, scale: str) -> None:
+    """The scorecard as one HTML page: verdict counts per paper, then every claim, coloured by
+    verdict (for the Snakemake report, where it comes first)."""
+    def colour(row):
+        return [f"background-color: {_COLOURS.get(row['verdict'], 'white')}"] * len(row)
+
+    body = card.drop(columns=["scale"]).style.apply(colour, axis=1).format(
+        {"measured": lambda v: "" if pd.isna(v) else f"{v:.4g}"}).hide(axis="index").to_html()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(
+        f"<html><head><meta charset='utf-8'><title>Claims scorecard ({scale})</title></head><body>"
+        f"<h1>Claims scorecard, {scale} scale</h1><p>Every claim of <code>claims.yaml</code> judged "
+        f"against this run's tables. Claims that need the paper's sizes say "
+        f"'{NOT_RUN}' at the quick scale.</p>{summary(card).to_html()}<h2>Claims</h2>{body}</body></html>")

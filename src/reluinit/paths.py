@@ -7,6 +7,7 @@ arguments may be Snakemake wildcards (``"{exp}"``); pass ``paper`` explicitly th
     results/<PAPER>/<ID>/<part>.csv     one job's rows
     results/figures/<ID>.pdf|.png       the catalogue figure
     results/reports/<PAPER>.ipynb|.html executed notebook of one paper
+    results/claims.csv, results/reports/scorecard.html  every claim of claims.yaml, judged
     results/trained/<spec>/<arch>-run<r>.pt checkpoints of one trained net
     results/checkpoints/<PAPER>/<ID>/<part>/<run>.pt resumable state of a training run
     results/logs/..., results/benchmarks/...
@@ -41,6 +42,10 @@ def checkpoints(results: str, exp: str, part: str, paper: str | None = None) -> 
 
 def report(results: str, paper: str, ext: str) -> str:
     return f"{results}/reports/{paper}.{ext}"
+
+
+def scorecard(results: str, ext: str) -> str:
+    return f"{results}/claims.csv" if ext == "csv" else f"{results}/reports/scorecard.{ext}"
 
 
 def log(results: str, name: str) -> str:

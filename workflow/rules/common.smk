@@ -18,7 +18,7 @@ from reluinit import workflow_env  # noqa: E402
 
 workflow_env.export(_SRC)
 
-from reluinit import experiments, paths  # noqa: E402
+from reluinit import experiments, paths, reports  # noqa: E402
 from reluinit.config import explain, settings, training_settings  # noqa: E402
 
 try:
@@ -112,6 +112,10 @@ def one_of(ids):
 
 def checkpoint_dir(w):
     return paths.checkpoints(RESULTS, w.exp, w.part)
+
+
+def paper_title(paper):
+    return f"{paper}: {reports.PAPERS[paper]}"
 
 
 def figure_files(exp):

@@ -85,12 +85,13 @@ for _exp in EXPERIMENTS:
             png=report(
                 figure_files(_exp)[1],
                 caption="../report/figure.rst",
-                category="figures",
+                category=experiments.paper_of(_exp),
                 subcategory=_exp,
                 labels={"figure": _exp},
             ),
         params:
             exp=_exp,
+            paper=paper_title(experiments.paper_of(_exp)),
             settings=exp_settings(SOURCES.get(_exp, _exp)),
             scale=SCALE,
         log:

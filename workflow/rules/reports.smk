@@ -1,17 +1,20 @@
 # One parameterised notebook per paper (notebooks/<PAPER>.ipynb), executed by papermill on
-# the paper's result tables and figures and exported to HTML. Notebooks only read results.
+# the paper's result tables, figures and the claims scorecard, and exported to HTML. Notebooks
+# only read results. In the Snakemake report, each paper's figures and notebook share a category.
 
 rule notebook:
     input:
         unpack(lambda w: paper_inputs(w.paper)),
         notebook="notebooks/{paper}.ipynb",
+        scorecard=paths.scorecard(RESULTS, "csv"),
     output:
         ipynb=paths.report(RESULTS, "{paper}", "ipynb"),
         html=report(
             paths.report(RESULTS, "{paper}", "html"),
             caption="../report/notebook.rst",
-            category="reports",
-            labels={"report": "{paper}"},
+            category="{paper}",
+            subcategory="notebook",
+            labels={"report": "{paper} notebook"},
         ),
     params:
         scale=SCALE,
@@ -26,3 +29,30 @@ rule notebook:
         "(papermill {input.notebook} {output.ipynb} -k python3"
         " -p scale {params.scale} -p results {params.results}"
         " && jupyter nbconvert --to html --output-dir $(dirname {output.html}) {output.ipynb}) > {log} 2>&1"
+
+
+# Every claim of claims.yaml judged against the tables of this run: results/claims.csv and the
+# scorecard page that opens the Snakemake report.
+rule scorecard:
+    input:
+        claims="claims.yaml",
+        tables=[paths.table(RESULTS, e) for e in DEFAULT],
+    output:
+        csv=paths.scorecard(RESULTS, "csv"),
+        html=report(
+            paths.scorecard(RESULTS, "html"),
+            caption="../report/scorecard.rst",
+            category="0 Scorecard",
+            labels={"report": "claims scorecard"},
+        ),
+    params:
+        results=RESULTS,
+        scale=SCALE,
+    log:
+        log_file("reports/scorecard"),
+    benchmark:
+        benchmark_file("reports/scorecard")
+    conda:
+        "../../envs/reports.yaml"
+    script:
+        "../scripts/scorecard.py"
