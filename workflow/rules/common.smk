@@ -155,8 +155,9 @@ def report_files(paper):
 
 
 def paper_inputs(paper):
-    """Tables and figures of every configured experiment of ``paper``: what its notebook reads."""
-    exps = [e for e in EXPERIMENTS if experiments.paper_of(e) == paper]
+    """Tables and figures of the experiments of ``paper`` built by default (not the optional
+    ones, such as RP-T8 on ImageNet): what its notebook reads."""
+    exps = [e for e in DEFAULT if experiments.paper_of(e) == paper]
     return {
         "tables": [paths.table(RESULTS, e) for e in exps],
         "figures": [f for e in exps for f in figure_files(e)],
