@@ -17,7 +17,7 @@ def snakemake(*args, cwd=ROOT, timeout=900):
 def copy_workflow(dest: Path) -> Path:
     """A private copy of the workflow (no results) at ``dest``, to edit its config and run it."""
     dest.mkdir(parents=True)
-    for name in ["Snakefile", "config.yaml", "workflow", "profiles", "notebooks", "src", "envs"]:
+    for name in ["Snakefile", "config.yaml", "claims.yaml", "workflow", "profiles", "notebooks", "src", "envs"]:
         src = ROOT / name
         if src.is_dir():
             shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))

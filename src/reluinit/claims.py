@@ -207,6 +207,8 @@ def scorecard(claims: list[Claim], results: str, scale: str) -> pd.DataFrame:
 
 def summary(card: pd.DataFrame) -> pd.DataFrame:
     """Counts of verdicts per paper."""
+    if card.empty:
+        return pd.DataFrame(columns=[REPRODUCED, NOT_REPRODUCED, NOT_RUN])
     counts = card.groupby(["paper", "verdict"]).size().unstack(fill_value=0)
     return counts.reindex(columns=[REPRODUCED, NOT_REPRODUCED, NOT_RUN], fill_value=0)
 

@@ -8,6 +8,7 @@ arguments may be Snakemake wildcards (``"{exp}"``); pass ``paper`` explicitly th
     results/figures/<ID>.pdf|.png       the catalogue figure
     results/reports/<PAPER>.ipynb|.html executed notebook of one paper
     results/claims.csv, results/reports/scorecard.html  every claim of claims.yaml, judged
+    results/claims/<PAPER>.csv          the claims read from one paper's tables
     results/trained/<spec>/<arch>-run<r>.pt checkpoints of one trained net
     results/checkpoints/<PAPER>/<ID>/<part>/<run>.pt resumable state of a training run
     results/logs/..., results/benchmarks/...
@@ -46,6 +47,10 @@ def report(results: str, paper: str, ext: str) -> str:
 
 def scorecard(results: str, ext: str) -> str:
     return f"{results}/claims.csv" if ext == "csv" else f"{results}/reports/scorecard.{ext}"
+
+
+def paper_claims(results: str, paper: str) -> str:
+    return f"{results}/claims/{paper}.csv"
 
 
 def log(results: str, name: str) -> str:

@@ -4,8 +4,6 @@ from the figure's table. Notebooks call these on result files only; nothing is r
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 from . import claims, experiments, paths
@@ -20,8 +18,9 @@ PAPERS = {
 }
 
 
-def scorecard(results: str) -> pd.DataFrame:
-    return pd.read_csv(Path(results) / "claims.csv")
+def scorecard(results: str, paper: str | None = None) -> pd.DataFrame:
+    """The judged claims: those read from one paper's tables, or all of them."""
+    return pd.read_csv(paths.paper_claims(results, paper) if paper else paths.scorecard(results, "csv"))
 
 
 def verdicts(card: pd.DataFrame, exp_id: str, cells: bool = True) -> pd.DataFrame:

@@ -6,7 +6,7 @@ rule notebook:
     input:
         unpack(lambda w: paper_inputs(w.paper)),
         notebook="notebooks/{paper}.ipynb",
-        scorecard=paths.scorecard(RESULTS, "csv"),
+        claims=paths.paper_claims(RESULTS, "{paper}"),
     output:
         ipynb=paths.report(RESULTS, "{paper}", "ipynb"),
         html=report(
@@ -31,12 +31,28 @@ rule notebook:
         " && jupyter nbconvert --to html --output-dir $(dirname {output.html}) {output.ipynb}) > {log} 2>&1"
 
 
-# Every claim of claims.yaml judged against the tables of this run: results/claims.csv and the
-# scorecard page that opens the Snakemake report.
-rule scorecard:
+# Every claim of claims.yaml judged against the tables of this run: per paper (what its notebook
+# shows), then results/claims.csv and the scorecard page that opens the Snakemake report.
+rule claims:
     input:
         claims="claims.yaml",
-        tables=[paths.table(RESULTS, e) for e in DEFAULT],
+        tables=lambda w: paper_inputs(w.paper)["tables"],
+    output:
+        paths.paper_claims(RESULTS, "{paper}"),
+    params:
+        results=RESULTS,
+        scale=SCALE,
+    log:
+        log_file("reports/claims-{paper}"),
+    conda:
+        "../../envs/reports.yaml"
+    script:
+        "../scripts/scorecard.py"
+
+
+rule scorecard:
+    input:
+        [paths.paper_claims(RESULTS, p) for p in PAPERS],
     output:
         csv=paths.scorecard(RESULTS, "csv"),
         html=report(
@@ -46,12 +62,9 @@ rule scorecard:
             labels={"report": "claims scorecard"},
         ),
     params:
-        results=RESULTS,
         scale=SCALE,
     log:
         log_file("reports/scorecard"),
-    benchmark:
-        benchmark_file("reports/scorecard")
     conda:
         "../../envs/reports.yaml"
     script:

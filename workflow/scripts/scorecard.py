@@ -1,10 +1,20 @@
-"""Judge every claim of claims.yaml against the result tables: results/claims.csv (one row per
-claim) and an HTML page for the report, verdict counts per paper in the log."""
+"""The claims scorecard. Rule `claims`: judge the claims of claims.yaml read from one paper's
+tables (results/claims/<PAPER>.csv). Rule `scorecard`: all papers in results/claims.csv and an
+HTML page for the report, with verdict counts per paper in the log."""
 
-from reluinit import claims, jobs
+import pandas as pd
+
+from reluinit import claims, experiments, jobs
 
 log = jobs.start(snakemake.log[0])  # noqa: F821 - injected by Snakemake
-card = claims.scorecard(claims.load(snakemake.input.claims), snakemake.params.results, snakemake.params.scale)  # noqa: F821
-jobs.write_table(card, snakemake.output.csv)  # noqa: F821
-claims.write_html(card, snakemake.output.html, snakemake.params.scale)  # noqa: F821
-log.info("scorecard at the %s scale:\n%s", snakemake.params.scale, claims.summary(card).to_string())  # noqa: F821
+scale = snakemake.params.scale  # noqa: F821
+if snakemake.rule == "claims":  # noqa: F821
+    paper = snakemake.wildcards.paper  # noqa: F821
+    mine = [c for c in claims.load(snakemake.input.claims) if experiments.paper_of(c.table) == paper]  # noqa: F821
+    card = claims.scorecard(mine, snakemake.params.results, scale)  # noqa: F821
+    jobs.write_table(card, snakemake.output[0])  # noqa: F821
+else:
+    card = pd.concat([pd.read_csv(p) for p in snakemake.input], ignore_index=True)  # noqa: F821
+    jobs.write_table(card, snakemake.output.csv)  # noqa: F821
+    claims.write_html(card, snakemake.output.html, scale)  # noqa: F821
+log.info("claims at the %s scale:\n%s", scale, claims.summary(card).to_string())
