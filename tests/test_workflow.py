@@ -2,13 +2,14 @@
 profile, config errors before any job, and a real quick-scale run of every target."""
 
 import re
+import zipfile
 
 import pandas as pd
 import pytest
 import yaml
 
 from conftest import ROOT, snakemake
-from reluinit import experiments
+from reluinit import claims, experiments
 from reluinit.config import settings
 
 CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
@@ -141,6 +142,42 @@ def test_quick_scale_builds_every_target(workdir):
     assert (t2.groupby("run")["epoch"].max() == 2).all() and t2["seconds"].notna().all()
     html = (results / "reports" / "OP.html").read_text()
     assert "We see" in html and "Scale: <strong>quick</strong>" in html
+    for paper in ("TG", "EP", "LR", "RP", "X"):  # every figure of the paper, with its verdicts
+        html = (results / "reports" / f"{paper}.html").read_text()
+        for exp in [e for e in built if experiments.paper_of(e) == paper and e != "RP-T8"]:
+            assert f"{exp} (paper" in html, (paper, exp)
+        assert html.count("We see") >= 1 and "Traceback" not in html
+
+    # The scorecard: every claim judged; each names columns the tables have; verdicts follow numbers.
+    card = pd.read_csv(results / "claims.csv")
+    stated = claims.load(workdir / "claims.yaml")
+    assert list(card["claim"]) == [c.id for c in stated]
+    assert set(card["verdict"]) <= {claims.REPRODUCED, claims.NOT_REPRODUCED, claims.NOT_RUN}
+    assert (card.loc[[c.scale == "paper" for c in stated], "verdict"] == claims.NOT_RUN).all()
+    tables = {e: pd.read_csv(results / experiments.paper_of(e) / f"{e}.csv") for e in {c.table for c in stated}}
+    for c in stated:
+        assert claims.missing_columns(c, tables[c.table]) == [], c.id
+    reproduced = [c for c, v in zip(stated, card["verdict"]) if v == claims.REPRODUCED]
+    assert len(reproduced) >= 20
+    for c in reproduced:  # a deliberately wrong expected value turns the verdict
+        op, value, tol = c.expectation()
+        got = claims.measure(c, tables[c.table])
+        wrong = {"≈": f"{got + 10 * tol + 1} ± {tol}", ">": f"> {got + abs(got) + 1}",
+                 ">=": f">= {got + abs(got) + 1}", "<": f"< {got - abs(got) - 1}",
+                 "<=": f"<= {got - abs(got) - 1}", "==": f"== {got + 1}"}[op]
+        c.expect = wrong
+        assert claims.evaluate(c, tables[c.table], "quick")["verdict"] == claims.NOT_REPRODUCED, c.id
+    assert "Claims scorecard, quick scale" in (results / "reports" / "scorecard.html").read_text()
+
+    # The Snakemake report: the scorecard, then each paper's figures and notebook.
+    rep = snakemake("all", "--report", "report.zip", "--config", "scale=quick", cwd=workdir)
+    assert rep.returncode == 0, rep.stderr[-2000:]
+    names = zipfile.ZipFile(workdir / "report.zip").namelist()
+    for exp in built:
+        assert any(n.endswith(f"{exp}.png") for n in names), exp
+    for paper in ("OP", "TG", "EP", "LR", "RP", "X"):
+        assert any(n.endswith(f"reports/{paper}.html") for n in names), paper
+    assert any(n.endswith("scorecard.html") for n in names)
 
     f1 = pd.read_csv(results / "OP" / "OP-F1.csv")
     assert {"experiment", "scale", "init", "width", "layer", "sample", "act_ratio", "grad_ratio",
@@ -191,8 +228,6 @@ def test_snakemake_report_contains_the_figures(workdir):
     assert run.returncode == 0, run.stderr[-2000:]
     rep = snakemake("op_f2", "--report", "report.zip", "--config", "scale=quick", cwd=workdir)
     assert rep.returncode == 0, rep.stderr[-2000:]
-    import zipfile
-
     names = zipfile.ZipFile(workdir / "report.zip").namelist()
     assert any(n.endswith("OP-F2.png") for n in names)
 

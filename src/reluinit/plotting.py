@@ -16,7 +16,9 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 
 def theme() -> None:
-    sns.set_theme(context="paper", style="whitegrid", palette="viridis", font_scale=1.1)
+    """Colour-blind-safe colours: seaborn's "colorblind" palette for unordered categories (inits,
+    methods, distributions); ordered hues (sigma_w, width, depth, epoch) use viridis explicitly."""
+    sns.set_theme(context="paper", style="whitegrid", palette="colorblind", font_scale=1.1)
 
 
 def panels(n: int, width: float = 4.2, height: float = 3.4, integer_x: bool = False, rows: int = 1):

@@ -40,7 +40,7 @@ rule claims:
     output:
         paths.paper_claims(RESULTS, "{paper}"),
     params:
-        results=RESULTS,
+        results=lambda w, output: Path(output[0]).parent.parent,
         scale=SCALE,
     log:
         log_file("reports/claims-{paper}"),

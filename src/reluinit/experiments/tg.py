@@ -250,7 +250,7 @@ def net_growth(table: pd.DataFrame) -> pd.DataFrame:
 
 def growth_panel(ax, table: pd.DataFrame, x: str):
     per_net = net_growth(table)
-    palette = dict(zip(DISTRIBUTIONS, sns.color_palette("viridis", 3)))
+    palette = dict(zip(DISTRIBUTIONS, sns.color_palette("colorblind", 3)))  # unordered: distinct hues
     sns.lineplot(data=per_net, x=x, y="growth", hue="distribution", palette=palette, marker="o", errorbar="se", ax=ax)
     bounds = per_net.groupby(["distribution", x], as_index=False)["lower_bound"].first()
     for dist, g in bounds.groupby("distribution"):

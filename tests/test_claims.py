@@ -1,0 +1,80 @@
+"""The claims scorecard: claims.yaml is complete and well formed, and verdicts follow the
+numbers (a wrong expectation is "not reproduced", a paper-scale claim is not judged on toy sizes).
+That every claim reads columns the workflow's tables have is checked on a real quick build in
+test_workflow.py."""
+
+import pandas as pd
+import pytest
+
+from conftest import ROOT
+from reluinit import claims, experiments
+
+CLAIMS = claims.load(ROOT / "claims.yaml")
+
+
+def test_claims_cover_all_five_papers():
+    stated = [c for c in CLAIMS if "[" not in c.id]  # not counting the cells of RP's tables
+    assert len(stated) >= 35
+    per_paper = pd.Series([c.paper for c in stated]).value_counts()
+    assert set(per_paper.index) >= {"TG", "EP", "OP", "LR", "RP"}
+    assert (per_paper[["TG", "EP", "OP", "LR", "RP"]] >= 5).all()
+    # Every cell of RP's Tables 1-5 and 9 that the pipeline trains (OBD and dense baselines are not).
+    cells = pd.Series([c.id.split("[")[0] for c in CLAIMS if "[" in c.id]).value_counts()
+    assert cells.to_dict() == {"RP-T2": 114, "RP-T3": 36, "RP-T9": 32, "RP-T1": 30, "RP-T5": 18, "RP-T4": 9}
+
+
+def test_every_claim_names_a_catalogue_table_of_its_paper_and_a_valid_expectation():
+    for c in CLAIMS:
+        assert experiments.get(c.table).id == c.table
+        assert experiments.paper_of(c.table) == c.paper, c.id
+        assert c.scale in ("any", "paper"), c.id
+        assert c.columns and c.place and c.claim, c.id
+        c.expectation()
+
+
+def test_a_cell_claim_carries_the_papers_value_and_spread():
+    cell = next(c for c in CLAIMS if c.id == "RP-T2[cifar10/resnet32/sbp_sr/0.9]")
+    assert cell.expectation() == ("≈", 92.56, 1.0)  # ± 0.06 in the paper, widened to 1 point
+    assert cell.where == "dataset == 'cifar10' and model == 'resnet32' and method == 'sbp_sr' and sparsity == 0.9"
+    wide = next(c for c in CLAIMS if c.id == "RP-T1[resnet50/snip/0.999]")
+    assert wide.expectation() == ("≈", 19.98, 14.12)
+
+
+def _claim(**kw):
+    base = dict(id="T-1", paper="OP", place="here", claim="x is about 2", table="OP-F1",
+                columns=["init", "act_ratio"], measure="t.act_ratio.mean()", expect="2 ± 0.1")
+    return claims.Claim(**{**base, **kw})
+
+
+TABLE = pd.DataFrame({"init": ["he", "he", "glorot"], "act_ratio": [1.95, 2.05, 7.0], "other": [0, 0, 0]})
+
+
+@pytest.mark.parametrize("expect, verdict", [
+    ("2 ± 0.1", claims.REPRODUCED), ("3 ± 0.1", claims.NOT_REPRODUCED),
+    ("> 1.9", claims.REPRODUCED), ("> 2.1", claims.NOT_REPRODUCED),
+    ("<= 2", claims.REPRODUCED), ("< 2", claims.NOT_REPRODUCED),
+])
+def test_the_verdict_follows_the_expectation(expect, verdict):
+    row = claims.evaluate(_claim(expect=expect, where="init == 'he'"), TABLE, "quick")
+    assert row["measured"] == pytest.approx(2.0) and row["verdict"] == verdict
+
+
+def test_paper_scale_claims_and_missing_tables_are_not_run():
+    assert claims.evaluate(_claim(scale="paper"), TABLE, "quick")["verdict"] == claims.NOT_RUN
+    assert claims.evaluate(_claim(scale="paper", where="init == 'he'"), TABLE, "paper")["verdict"] == claims.REPRODUCED
+    assert claims.evaluate(_claim(), None, "quick")["verdict"] == claims.NOT_RUN
+    assert claims.evaluate(_claim(where="init == 'lecun'"), TABLE, "paper")["verdict"] == claims.NOT_RUN
+
+
+def test_a_claim_sees_only_the_columns_it_declares():
+    with pytest.raises(Exception, match="other"):
+        claims.measure(_claim(measure="t.other.mean()"), TABLE)
+    with pytest.raises(KeyError, match="missing_col"):
+        claims.measure(_claim(columns=["init", "missing_col"]), TABLE)
+    with pytest.raises(ValueError, match="tolerance"):
+        _claim(expect="2").expectation()
+
+
+def test_a_diverged_measure_is_not_reproduced():
+    nan = pd.DataFrame({"init": ["he"], "act_ratio": [float("nan")]})
+    assert claims.evaluate(_claim(expect="> 0"), nan, "quick")["verdict"] == claims.NOT_REPRODUCED
