@@ -52,7 +52,8 @@ rule claims:
 
 rule scorecard:
     input:
-        [paths.paper_claims(RESULTS, p) for p in PAPERS],
+        claims="claims.yaml",
+        papers=[paths.paper_claims(RESULTS, p) for p in PAPERS],
     output:
         csv=paths.scorecard(RESULTS, "csv"),
         html=report(
