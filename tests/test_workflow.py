@@ -176,7 +176,7 @@ def test_quick_scale_builds_every_target(workdir):
     for exp in built:
         assert any(n.endswith(f"{exp}.png") for n in names), exp
     for paper in ("OP", "TG", "EP", "LR", "RP", "X"):
-        assert any(n.endswith(f"reports/{paper}.html") for n in names), paper
+        assert any(n.endswith(f"/{paper}.html") for n in names), paper
     assert any(n.endswith("scorecard.html") for n in names)
 
     f1 = pd.read_csv(results / "OP" / "OP-F1.csv")
