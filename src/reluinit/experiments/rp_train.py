@@ -151,7 +151,7 @@ heat_parts, heat_measure = run_table(lambda s: {"activation": s["activations"], 
                                                 "depth": s["depths"], "sparsity": s["sparsities"]})
 
 
-def _id(table: pd.DataFrame) -> str:
+def _catalogue_id(table: pd.DataFrame) -> str:
     return str(table["experiment"].iloc[0]) if "experiment" in table else "RP"
 
 
@@ -169,7 +169,7 @@ def heat_figure(table: pd.DataFrame, s: dict):
         ax.set(title=f"{activation}, {SETUP_LABELS[setup]}", xlabel="sparsity", ylabel="depth")
     r = s["recipe"]
     length = f"{r['iterations']} iterations" if r.get("iterations") else f"{r['epochs']} epochs"
-    fig.suptitle(f"{_id(table)}: test accuracy (%) after {length}, SBP, FFNN width {s['width']}, "
+    fig.suptitle(f"{_catalogue_id(table)}: test accuracy (%) after {length}, SBP, FFNN width {s['width']}, "
                  f"{table['dataset'].iloc[0]}")
     return fig
 
@@ -207,7 +207,7 @@ def table_figure(table: pd.DataFrame, s: dict):
                       markersize=4, linewidth=1)
         ax.set(title=f"{facet} {net}".strip(), xlabel="sparsity", ylabel="best-epoch test accuracy (%)")
         ax.legend(fontsize=6)
-    fig.suptitle(f"{_id(table)}: {', '.join(sorted(final['dataset'].unique()))}, "
+    fig.suptitle(f"{_catalogue_id(table)}: {', '.join(sorted(final['dataset'].unique()))}, "
                  f"{s.get('reps', 1)} seed(s) per cell, "
                  f"recipe {', '.join(sorted(final['recipe'].unique()))}")
     return fig
