@@ -23,11 +23,9 @@ def scorecard(results: str, paper: str | None = None) -> pd.DataFrame:
     return pd.read_csv(paths.paper_claims(results, paper) if paper else paths.scorecard(results, "csv"))
 
 
-def verdicts(card: pd.DataFrame, exp_id: str, cells: bool = True) -> pd.DataFrame:
-    """The scorecard rows judged on ``exp_id``'s table (``cells=False`` leaves out per-cell rows)."""
+def verdicts(card: pd.DataFrame, exp_id: str) -> pd.DataFrame:
+    """The scorecard rows judged on ``exp_id``'s table."""
     rows = card[card["table"] == exp_id]
-    if not cells:
-        rows = rows[~rows["claim"].str.contains(r"\[", regex=True)]
     return rows[["claim", "statement", "expected", "measured", "verdict", "note"]].reset_index(drop=True)
 
 
@@ -45,14 +43,15 @@ def show(results: str, exp_id: str, card: pd.DataFrame, max_cells: int = 12) -> 
     from IPython.display import Image, Markdown, display
 
     display(Image(paths.figures(results, exp_id)[1]))
-    table = pd.read_csv(paths.table(results, exp_id))
+    table_path = paths.table(results, exp_id)
+    table = pd.read_csv(table_path)
     summary = experiments.get(exp_id).summary(table)
-    display(Markdown(f"**Summary of `{exp_id}`** ({len(table):,} rows in `{paths.table(results, exp_id)}`):"))
+    display(Markdown(f"**Summary of `{exp_id}`** ({len(table):,} rows in `{table_path}`):"))
     display(summary.head(40))
     display(Markdown("**We see:** " + seen(card, exp_id)))
     rows = verdicts(card, exp_id)
     if len(rows):
-        cell_rows = rows["claim"].str.contains(r"\[", regex=True)
+        cell_rows = rows["claim"].str.contains("[", regex=False)  # RP's table cells: "RP-T2[...]"
         display(rows[~cell_rows])
         if cell_rows.any():
             display(Markdown(f"{int(cell_rows.sum())} table cells; the first {min(max_cells, int(cell_rows.sum()))}:"))
