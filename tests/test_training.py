@@ -172,3 +172,72 @@ def test_bf16_autocast_trains_on_the_cpu_too():
     assert not run.diverged and run.final["test_acc"] > 0.8
     assert Recipe(precision="auto").autocast_dtype(torch.device("cpu")) is None
     assert Recipe(precision="auto").autocast_dtype(torch.device("cuda")) is torch.bfloat16
+
+
+# --- checkpoints know their run (training.Checkpoint, provenance) ------------------------------------
+
+
+def test_a_checkpoint_of_other_settings_is_not_resumed(tmp_path, caplog):
+    """A finished run is reused only under its own fingerprint; another learning rate, seed or
+    setting starts afresh, and the log names what changed."""
+    from reluinit.provenance import settings_fingerprint
+    from reluinit.training import Checkpoint
+
+    settings = {"model": "ffnn", "recipe": {"lr": 0.05}, "dataset": "mnist", "scale": "quick",
+                "resources": {"gpu": 1}}
+    path = tmp_path / "run.pt"
+
+    def train(lr, seed=1, **extra):
+        model, tr, te = _tiny()
+        ck = Checkpoint(path, settings_fingerprint({**settings, "recipe": {"lr": lr}, **extra}, seed=seed))
+        run = fit(model, tr, te, Recipe(optimizer="sgd", lr=lr, epochs=2, batch_size=64, schedule="constant"),
+                  seed=seed, checkpoint=ck)
+        return run, model
+
+    first, _ = train(0.05)
+    caplog.clear()
+    with caplog.at_level("INFO", logger="reluinit.training"):
+        reused, _ = train(0.05, resources={"gpu": 0})  # bookkeeping is not part of the run
+    assert "resumed from" in caplog.text and "epoch 1/" not in caplog.text
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(pd.DataFrame(reused.history), pd.DataFrame(first.history))  # reused as it is
+    caplog.clear()
+    with caplog.at_level("INFO", logger="reluinit.training"):
+        changed, _ = train(0.01)
+    assert "recipe.lr 0.05 -> 0.01: starting afresh" in caplog.text and "resumed from" not in caplog.text
+    assert changed.history[-1]["train_loss"] != first.history[-1]["train_loss"]
+    assert training.load_checkpoint(path)["fingerprint"]["recipe"]["lr"] == 0.01  # the new run's now
+    caplog.clear()
+    with caplog.at_level("INFO", logger="reluinit.training"):
+        train(0.01, seed=2)
+    assert "run.seed 1 -> 2: starting afresh" in caplog.text
+
+
+def test_a_bare_checkpoint_path_is_fingerprinted_by_seed_and_recipe(tmp_path, caplog):
+    path = tmp_path / "run.pt"
+    model, tr, te = _tiny()
+    fit(model, tr, te, Recipe(lr=0.05, epochs=1, batch_size=64), seed=1, checkpoint=path)
+    state = training.load_checkpoint(path)
+    assert state["fingerprint"]["format"] == training.CHECKPOINT_FORMAT and state["fingerprint"]["seed"] == 1
+    with caplog.at_level("INFO", logger="reluinit.training"):
+        model, tr, te = _tiny()
+        fit(model, tr, te, Recipe(lr=0.05, epochs=1, batch_size=32), seed=1, checkpoint=path)
+    assert "recipe.batch_size 64 -> 32: starting afresh" in caplog.text
+
+
+def test_lr_training_resumes_only_its_own_run(tmp_path, caplog):
+    """The `train` rule's runs: a finished run of the same spec is reused, another spec retrains."""
+    path = tmp_path / "d2w16-run0.pt"
+    spec = _spec(epochs=2, checkpoints=[0, 2])
+    first = training.train_classifier(spec, "d2w16", seed=5, device="cpu", resume=path, run=0)
+    with caplog.at_level("INFO", logger="reluinit.training"):
+        again = training.train_classifier(spec, "d2w16", seed=5, device="cpu", resume=path, run=0)
+    assert "resumed from" in caplog.text
+    assert all(torch.equal(a, b) for a, b in zip(first[-1]["weights"], again[-1]["weights"]))
+    assert first[-1]["fingerprint"]["lr"] == spec["lr"]
+    caplog.clear()
+    with caplog.at_level("INFO", logger="reluinit.training"):
+        other = training.train_classifier({**spec, "lr": 5e-3}, "d2w16", seed=5, device="cpu", resume=path, run=0)
+    assert "lr 0.01 -> 0.005: starting afresh" in caplog.text
+    assert not torch.equal(first[-1]["weights"][0], other[-1]["weights"][0])

@@ -3,6 +3,10 @@
 All paths are built here so a table or figure can be found from its catalogue id alone. The
 arguments may be Snakemake wildcards (``"{exp}"``); pass ``paper`` explicitly then.
 
+Each scale has its own tree, ``scale_root(config["results"], scale)`` = ``results/<scale>``, so
+a quick build and a paper build never read or overwrite each other's files. Below, ``results``
+is that tree:
+
     results/<PAPER>/<ID>.csv            tidy table of one experiment (all its jobs combined)
     results/<PAPER>/<ID>/<part>.csv     one job's rows
     results/figures/<ID>.pdf|.png       the catalogue figure
@@ -11,12 +15,18 @@ arguments may be Snakemake wildcards (``"{exp}"``); pass ``paper`` explicitly th
     results/claims/<PAPER>.csv          the claims read from one paper's tables
     results/trained/<spec>/<arch>-run<r>.pt checkpoints of one trained net
     results/checkpoints/<PAPER>/<ID>/<part>/<run>.pt resumable state of a training run
+    results/checkpoints/trained/<spec>/<arch>-run<r>.pt resumable state of a `train` job
     results/logs/..., results/benchmarks/...
 """
 
 from __future__ import annotations
 
 from .experiments import paper_of
+
+
+def scale_root(results: str, scale: str) -> str:
+    """The results tree of one scale under the configured ``results:`` folder."""
+    return f"{results}/{scale}"
 
 
 def table(results: str, exp: str, paper: str | None = None) -> str:
@@ -39,6 +49,11 @@ def checkpoints(results: str, exp: str, part: str, paper: str | None = None) -> 
     """Folder of a training job's run checkpoints. Not a declared output: Snakemake deletes the
     outputs of a failed job, and a job killed by a time limit must find them to resume."""
     return f"{results}/checkpoints/{paper or paper_of(exp)}/{exp}/{part}"
+
+
+def train_checkpoint(results: str, spec: str, arch: str, run) -> str:
+    """Resumable state of one `train` job (not a declared output, like ``checkpoints``)."""
+    return f"{results}/checkpoints/trained/{spec}/{arch}-run{run}.pt"
 
 
 def report(results: str, paper: str, ext: str) -> str:

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import datasets
+from . import datasets, provenance
 from .nets import MLP, parse_arch, resolve_device, sample_mlp
 
 if TYPE_CHECKING:
@@ -225,8 +225,52 @@ def load_checkpoint(path: str | Path, device="cpu") -> dict | None:
     return torch.load(path, map_location=device, weights_only=True) if path.exists() else None
 
 
+# Bumped when what a checkpoint holds changes meaning: older checkpoints then start afresh.
+CHECKPOINT_FORMAT = 2
+_ANNOUNCED: set[str] = set()
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Where a training run keeps its resumable state, and the fingerprint of everything that
+    determines the run (``provenance.settings_fingerprint``: model, init, pruning, recipe, dataset,
+    seed, scale). A saved state is resumed (or, when finished, reused) only if it was written under
+    the same fingerprint; otherwise the run starts afresh and the log says what changed."""
+
+    path: Path
+    fingerprint: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        object.__setattr__(self, "path", Path(self.path))
+        object.__setattr__(self, "fingerprint", provenance.plain({**self.fingerprint, "format": CHECKPOINT_FORMAT}))
+
+    def load(self, device="cpu") -> dict | None:
+        """The saved state of this run, or None when there is none or it belongs to another run."""
+        state = load_checkpoint(self.path, device)
+        if state is None:
+            return None
+        changed = provenance.changes(state.get("fingerprint"), self.fingerprint)
+        if changed:
+            line = f"{self.path}: {'; '.join(changed)}: starting afresh"
+            if line not in _ANNOUNCED:  # once, though the masks and the run both ask
+                _ANNOUNCED.add(line)
+                log.info(line)
+            return None
+        return state
+
+    def save(self, state: dict) -> None:
+        save_checkpoint({**state, "fingerprint": self.fingerprint}, self.path)
+
+
+def as_checkpoint(checkpoint: "Checkpoint | str | Path | None", **fingerprint) -> "Checkpoint | None":
+    """A ``Checkpoint`` as given, or one at a bare path fingerprinted by ``fingerprint``."""
+    if checkpoint is None or isinstance(checkpoint, Checkpoint):
+        return checkpoint
+    return Checkpoint(checkpoint, fingerprint)
+
+
 def fit(model: nn.Module, train: DeviceData, test: DeviceData, recipe: Recipe, *, seed: int,
-        checkpoint: str | Path | None = None, masks: dict | None = None,
+        checkpoint: Checkpoint | str | Path | None = None, masks: dict | None = None,
         on_epoch: Callable[[int, nn.Module], list[dict]] | None = None, loss_fn: LossFn = cross_entropy,
         n_classes: int | None = None, stop_when: Callable[[dict], bool] | None = None) -> Run:
     """Train ``model`` (already on ``train.device``, masks already applied) under ``recipe``.
@@ -234,8 +278,10 @@ def fit(model: nn.Module, train: DeviceData, test: DeviceData, recipe: Recipe, *
     Only parameters with ``requires_grad`` are optimised (freeze the rest to train one layer).
     ``on_epoch(epoch, model)`` runs at initialization (epoch 0) and after every epoch; its rows are
     kept (and checkpointed) with the epoch. With ``checkpoint``, state is saved there after every
-    epoch and a run that finds one resumes from it; ``masks`` are stored with it so the caller can
-    rebuild the pruned model before resuming (``resume_masks``). ``stop_when(row)`` ends training
+    epoch and a run that finds one of its own (same fingerprint; a bare path is fingerprinted by
+    ``seed`` and ``recipe``) resumes from it, or returns it unchanged when it had finished;
+    ``masks`` are stored with it so the caller can rebuild the pruned model before resuming
+    (``resume_masks``). ``stop_when(row)`` ends training
     after the first epoch whose row it accepts (TG-F6 trains until a test accuracy is reached).
     """
     device = train.device
@@ -252,13 +298,14 @@ def fit(model: nn.Module, train: DeviceData, test: DeviceData, recipe: Recipe, *
     step_fn = torch.compile(model) if recipe.compile else model
     run = Run()
 
-    state = load_checkpoint(checkpoint, device) if checkpoint else None
+    checkpoint = as_checkpoint(checkpoint, seed=seed, recipe=asdict(recipe))
+    state = checkpoint.load(device) if checkpoint else None
     if state is not None:
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         gen.set_state(state["generator"].cpu())
         run = Run(state["history"], state["measures"], state["diverged"])
-        log.info("resumed from %s at epoch %d of %d", checkpoint, run.final["epoch"], n_epochs)
+        log.info("resumed from %s at epoch %d of %d", checkpoint.path, run.final["epoch"], n_epochs)
     else:
         test_loss, test_acc = evaluate(model, test, recipe.eval_batch_size, autocast, loss_fn)
         run.history.append(_row(0, 0, math.nan, math.nan, math.nan, test_loss, test_acc, 0.0))
@@ -307,10 +354,10 @@ def fit(model: nn.Module, train: DeviceData, test: DeviceData, recipe: Recipe, *
             log.info("epoch %d/%d (step %d, lr %.3g): train loss %.4f acc %.4f, test loss %.4f acc %.4f, %.1f s",
                      epoch, n_epochs, step, lr, train_loss, train_acc, test_loss, test_acc, run.final["seconds"])
         if checkpoint:
-            save_checkpoint({"model": model.state_dict(), "optimizer": opt.state_dict(),
+            checkpoint.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
                              "generator": gen.get_state(), "history": run.history, "measures": run.measures,
                              "diverged": run.diverged, "masks": masks or {}, "seed": seed,
-                             "recipe": _plain(asdict(recipe))}, checkpoint)
+                             "recipe": _plain(asdict(recipe))})
     return run
 
 
@@ -334,9 +381,9 @@ def history_table(result: Run, **columns) -> "pd.DataFrame":
                                                           if k != "diverged"}, run_diverged=result.diverged)
 
 
-def resume_masks(checkpoint: str | Path | None) -> dict | None:
-    """The masks stored in a checkpoint, or None when there is none to resume from."""
-    state = load_checkpoint(checkpoint) if checkpoint else None
+def resume_masks(checkpoint: Checkpoint | None) -> dict | None:
+    """The masks stored in a run's checkpoint, or None when there is none of this run to resume."""
+    state = checkpoint.load() if checkpoint else None
     return None if state is None else state["masks"]
 
 
@@ -387,10 +434,12 @@ class _MLPModule(nn.Module):
 
 
 def train_adam(net: MLP, train: tuple[torch.Tensor, torch.Tensor], test: tuple[torch.Tensor, torch.Tensor], *,
-               epochs: int, lr: float, batch_size: int, seed: int, checkpoints: list[int]) -> list[dict]:
+               epochs: int, lr: float, batch_size: int, seed: int, checkpoints: list[int],
+               resume: Checkpoint | None = None) -> list[dict]:
     """Train ``net`` in place with Adam on cross-entropy (``fit``); return a snapshot at each epoch in
     ``checkpoints`` (0 = at initialization), each with its test accuracy and mean train loss. A run
-    that diverges ends with a snapshot marked ``diverged`` at chance accuracy."""
+    that diverges ends with a snapshot marked ``diverged`` at chance accuracy. ``resume``: the run's
+    resumable state (``fit``'s checkpoint)."""
     module = _MLPModule(net)
     device = net.weights[0].device
     train_data = DeviceData(*train, device, dtype=net.weights[0].dtype)
@@ -402,7 +451,8 @@ def train_adam(net: MLP, train: tuple[torch.Tensor, torch.Tensor], test: tuple[t
 
     recipe = Recipe(optimizer="adam", lr=lr, batch_size=batch_size, epochs=epochs, schedule="constant",
                     precision="fp32", check_every=1)
-    result = fit(module, train_data, test_data, recipe, seed=seed, on_epoch=keep, n_classes=n_classes)
+    result = fit(module, train_data, test_data, recipe, seed=seed, on_epoch=keep, n_classes=n_classes,
+                 checkpoint=resume)
     by_epoch = {r["epoch"]: r for r in result.history}
     states = [dict(m["state"], epoch=m["epoch"], test_acc=by_epoch[m["epoch"]]["test_acc"],
                    train_loss=by_epoch[m["epoch"]]["train_loss"], diverged=False) for m in result.measures]
@@ -433,9 +483,12 @@ def run_seed(s: dict, arch: str, run: int) -> int:
     return part_seed(s["seed"], s["architectures"].index(arch) * 10_000 + run)
 
 
-def train_classifier(s: dict, arch: str, seed: int, device: str = "auto") -> list[dict]:
+def train_classifier(s: dict, arch: str, seed: int, device: str = "auto", resume: str | Path | None = None,
+                     run: int | None = None) -> list[dict]:
     """Sample a ReLU net of architecture ``arch`` under training spec ``s`` and train it on
-    ``s["dataset"]`` (the quick scale's stand-in where it has one); return its checkpoints."""
+    ``s["dataset"]`` (the quick scale's stand-in where it has one); return its checkpoints, each
+    with the run's fingerprint. ``resume``: where the run keeps its resumable state; it resumes
+    only a run of the same fingerprint (spec settings, architecture, run and seed)."""
     device = resolve_device(device)
     train = datasets.load(s["dataset"], s["data_dir"], train=True, scale=s["scale"])
     test = datasets.load(s["dataset"], s["data_dir"], train=False, scale=s["scale"])
@@ -443,8 +496,12 @@ def train_classifier(s: dict, arch: str, seed: int, device: str = "auto") -> lis
     log.info("training %s on %s (%d images) with seed %d on %s", arch, train.name, len(x), seed, device)
     net = sample_mlp([x.shape[1], *parse_arch(arch), train.n_classes], s["init"], readout=True,
                      bias_std=s["bias_std"], seed=seed, device=device, dtype=torch.float64)
+    # The runs and architectures listed beside this one do not change it (its seed is recorded).
+    fingerprint = provenance.settings_fingerprint(s, exclude=("architectures", "runs"), arch=arch, run=run,
+                                                  seed=seed)
     states = train_adam(net, (x, y), flat(test, device), epochs=s["epochs"], lr=s["lr"],
-                        batch_size=s["batch_size"], seed=seed, checkpoints=s["checkpoints"])
+                        batch_size=s["batch_size"], seed=seed, checkpoints=s["checkpoints"],
+                        resume=Checkpoint(resume, fingerprint) if resume else None)
     for st in states:
-        st.update(arch=arch, seed=seed, dataset=train.name)
+        st.update(arch=arch, seed=seed, dataset=train.name, fingerprint=fingerprint)
     return states

@@ -18,7 +18,7 @@ from reluinit import workflow_env  # noqa: E402
 
 workflow_env.export(_SRC)
 
-from reluinit import experiments, paths, reports  # noqa: E402
+from reluinit import claims, experiments, paths, provenance, reports  # noqa: E402
 from reluinit.config import explain, settings, training_settings  # noqa: E402
 
 try:
@@ -28,9 +28,10 @@ except WorkflowError as e:
     cause = e.__cause__ or e.__context__
     raise WorkflowError(explain(cause) if hasattr(cause, "absolute_path") else str(e)) from None
 
-RESULTS = config["results"]
-DATA = config["data_dir"]
 SCALE = config["scale"]
+# One results tree per scale (results/quick, results/paper): neither reads the other's files.
+RESULTS = paths.scale_root(config["results"], SCALE)
+DATA = config["data_dir"]
 EXPERIMENTS = list(config["experiments"])
 PAPERS = sorted({experiments.paper_of(e) for e in EXPERIMENTS})
 # Experiments that train run as `train_part` jobs (GPU, long); views plot another's table;
@@ -59,6 +60,30 @@ def measure_inputs(w):
     trained = [paths.trained(RESULTS, *t) for t in experiments.get(w.exp).trained(s, w.part)]
     names = ([s["dataset"]] if "dataset" in s else []) + s.get("datasets", [])
     return trained + [f for name in names for f in dataset_input(name)]
+
+
+# --- code fingerprints: a job reruns when the library code it runs changes ---------------------
+# (training jobs have none on purpose: they rerun on their settings; see the README)
+
+
+@functools.cache
+def measure_code(exp):
+    return provenance.code_fingerprint(experiments.get(exp).measure)
+
+
+def figure_code(exp):
+    from reluinit import plotting
+
+    e = experiments.get(exp)
+    return provenance.code_fingerprint(e.figure, e.summary, plotting.save)
+
+
+def claims_code():
+    return provenance.code_fingerprint(claims.load, claims.scorecard, claims.write_html, claims.summary)
+
+
+def notebook_code():
+    return provenance.code_fingerprint(*[f for f in vars(reports).values() if callable(f)])
 
 
 def part_keys(exp):

@@ -19,6 +19,7 @@ rule measure:
         settings=lambda w: exp_settings(w.exp),
         scale=SCALE,
         device=config["device"],
+        code=lambda w: measure_code(w.exp),  # the library code it runs: edits rerun it
     message:
         "{wildcards.exp} [{wildcards.part}] at the {params.scale} scale -> {output}; settings: {params.settings}"
     log:
@@ -38,7 +39,9 @@ rule measure:
 
 # Training runs of an experiment: same outputs as `measure`, on a GPU on a cluster. Each run keeps
 # a checkpoint (every epoch) outside the declared outputs, so a job killed by a time limit or
-# preemption resumes where it stopped when it is rerun (the SLURM profile retries once).
+# preemption resumes where it stopped when it is rerun (the SLURM profile retries once). A
+# checkpoint carries its run's settings and is resumed only by a run of the same settings. No
+# code fingerprint here: hours of training are not redone for a library edit (README: retraining).
 rule train_part:
     input:
         measure_inputs,
@@ -94,6 +97,7 @@ for _exp in EXPERIMENTS:
             paper=paper_title(experiments.paper_of(_exp)),
             settings=exp_settings(SOURCES.get(_exp, _exp)),
             scale=SCALE,
+            code=figure_code(_exp),  # the plotting code it runs: edits rerun this figure only
         log:
             log_file(f"figures/{_exp}"),
         benchmark:

@@ -19,6 +19,7 @@ rule notebook:
     params:
         scale=SCALE,
         results=lambda w, output: Path(output.ipynb).parent.parent,
+        code=notebook_code(),
     log:
         log_file("reports/{paper}"),
     benchmark:
@@ -42,6 +43,7 @@ rule claims:
     params:
         results=lambda w, output: Path(output[0]).parent.parent,
         scale=SCALE,
+        code=claims_code(),
     log:
         log_file("reports/claims-{paper}"),
     conda:
@@ -64,6 +66,7 @@ rule scorecard:
         ),
     params:
         scale=SCALE,
+        code=claims_code(),
     log:
         log_file("reports/scorecard"),
     conda:

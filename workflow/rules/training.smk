@@ -10,6 +10,8 @@ rule train:
     params:
         settings=lambda w: train_settings(w.spec),
         device=config["device"],
+        # resumable state outside the declared output, resumed only by a run of the same settings
+        checkpoint=lambda w: paths.train_checkpoint(RESULTS, w.spec, w.arch, w.run),
     wildcard_constraints:
         spec="[A-Za-z0-9-]+",
         arch="d[0-9]+w[0-9]+",

@@ -6,4 +6,6 @@ log = jobs.start(snakemake.log[0], snakemake.threads)  # noqa: F821 - injected b
 s, w = snakemake.params.settings, snakemake.wildcards  # noqa: F821
 seed = training.run_seed(s, w.arch, int(w.run))
 log.info("%s %s run %s: %s", w.spec, w.arch, w.run, s)
-training.save(training.train_classifier(s, w.arch, seed, snakemake.params.device), snakemake.output[0])  # noqa: F821
+states = training.train_classifier(s, w.arch, seed, snakemake.params.device,  # noqa: F821
+                                   resume=snakemake.params.checkpoint, run=int(w.run))  # noqa: F821
+training.save(states, snakemake.output[0])  # noqa: F821

@@ -98,9 +98,16 @@ def product_runs(s: dict, axes: dict[str, list]) -> dict[str, dict]:
     return runs
 
 
-def run_checkpoint(checkpoints: str | None, run_key: str) -> str | None:
-    """Where a training run keeps its checkpoint in a job's ``checkpoints`` folder (none without one)."""
-    return f"{checkpoints}/{run_key}.pt" if checkpoints else None
+def run_checkpoint(checkpoints: str | None, run_key: str, settings: dict, run: dict):
+    """A training run's checkpoint in a job's ``checkpoints`` folder (none without one),
+    fingerprinted by the experiment's ``settings`` and the run's own values (axes, seed): a
+    checkpoint of other settings is not resumed (``training.Checkpoint``)."""
+    from ..provenance import settings_fingerprint
+    from ..training import Checkpoint
+
+    if not checkpoints:
+        return None
+    return Checkpoint(f"{checkpoints}/{run_key}.pt", settings_fingerprint(settings, **run))
 
 
 def group_runs(runs: dict[str, dict], per_job: int) -> dict[str, dict]:

@@ -68,7 +68,7 @@ from torch import nn
 from .. import plotting
 from ..models import build, initialize, weight_layers
 from ..nets import resolve_device
-from ..training import Recipe, evaluate, fit, history_table, load_data
+from ..training import Checkpoint, Recipe, evaluate, fit, history_table, load_data
 from ..trajectories import Arc, module_lengths
 from . import Experiment, group_runs, part_seed, product_runs, register, resolve_part, run_checkpoint
 
@@ -243,7 +243,7 @@ def _train_measure(run_fn, runs_of):
     def measure(s: dict, key: str, device: str = "auto", inputs=(), checkpoints: str | None = None) -> pd.DataFrame:
         dev = resolve_device(device)
         data = load_data(s, dev)
-        out = [run_fn(s, run, data, dev, run_checkpoint(checkpoints, run_key))
+        out = [run_fn(s, run, data, dev, run_checkpoint(checkpoints, run_key, s, run))
                for run_key, run in parts(s)[key]["runs"].items()]
         return pd.concat(out, ignore_index=True)
 
@@ -317,7 +317,7 @@ def f4_summary(table: pd.DataFrame) -> pd.DataFrame:
 # --- EP-F8/F9/F10/F11: training the conv net without / with batch norm / with trajectory regularization --
 
 
-def conv_run(s: dict, run: dict, data, device, checkpoint: str | None) -> pd.DataFrame:
+def conv_run(s: dict, run: dict, data, device, checkpoint: Checkpoint | None) -> pd.DataFrame:
     """Train one conv-net variant, recording lengths along the circle and weight scales every epoch."""
     train, test, split = data
     in_shape = tuple(split.x.shape[1:])
@@ -484,7 +484,7 @@ def noise_rows(model: nn.Module, test, magnitudes, draws: int, seed: int, batch_
     return rows
 
 
-def noise_run(s: dict, run: dict, data, device, checkpoint: str | None) -> pd.DataFrame:
+def noise_run(s: dict, run: dict, data, device, checkpoint: Checkpoint | None) -> pd.DataFrame:
     train, test, split = data
     in_shape = tuple(split.x.shape[1:])
     model = conv_net("plain", split.n_classes, in_shape, s["width"], s["sigma_w2"], s.get("sigma_b", 0.0),
@@ -540,7 +540,7 @@ def freeze_all_but(model: nn.Module, index: int) -> nn.Linear:
     return lins[index]
 
 
-def one_layer_run(s: dict, run: dict, data, device, checkpoint: str | None) -> pd.DataFrame:
+def one_layer_run(s: dict, run: dict, data, device, checkpoint: Checkpoint | None) -> pd.DataFrame:
     train, test, split = data
     model = fc_net(split.n_classes, tuple(split.x.shape[1:]), s["width"], s["depth"], s.get("activation", "hardtanh"),
                    s["sigma_w2"], s.get("sigma_b", 0.0), run["seed"]).to(device)
@@ -582,7 +582,7 @@ def one_summary(table: pd.DataFrame) -> pd.DataFrame:
 # --- EP-F18: lengths through an MNIST FC net during training -------------------------------------------
 
 
-def fc_length_run(s: dict, run: dict, data, device, checkpoint: str | None) -> pd.DataFrame:
+def fc_length_run(s: dict, run: dict, data, device, checkpoint: Checkpoint | None) -> pd.DataFrame:
     train, test, split = data
     in_shape = tuple(split.x.shape[1:])
     model = fc_net(split.n_classes, in_shape, s["width"], s["depth"], s.get("activation", "relu"), s["sigma_w2"],

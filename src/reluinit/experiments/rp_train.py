@@ -26,7 +26,7 @@ from ..meanfield import eoc_sigma_w
 from ..models import build, initialize
 from ..nets import resolve_device
 from ..pruning import apply_masks, layer_table, prune, rescale, sparsity
-from ..training import Recipe, fit, history_table, load_data, resume_masks
+from ..training import Checkpoint, Recipe, fit, history_table, load_data, resume_masks
 from . import Experiment, group_runs, product_runs, register, run_checkpoint
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ def init_point(s: dict, init: str, activation: str) -> tuple[str, float | None, 
     raise ValueError(f"unknown initialization {init!r}; known: he, eoc, ordered")
 
 
-def train_pruned(s: dict, run: dict, data, device, checkpoint: str | None) -> pd.DataFrame:
+def train_pruned(s: dict, run: dict, data, device, checkpoint: Checkpoint | None) -> pd.DataFrame:
     """One run (module doc); ``data`` = (train, test, training split) of its dataset."""
     train, test, split = data
     pruner, stable, rescaled = METHODS[run["method"]]
@@ -126,7 +126,7 @@ def run_table(axes_of):
                 settings["recipe"] = s["recipes_by_dataset"][ds]
             if ds not in loaded:
                 loaded[ds] = load_data(settings, dev, channels_last=settings["recipe"].get("channels_last", False))
-            out.append(train_pruned(settings, run, loaded[ds], dev, run_checkpoint(checkpoints, run_key)))
+            out.append(train_pruned(settings, run, loaded[ds], dev, run_checkpoint(checkpoints, run_key, settings, run)))
         return pd.concat(out, ignore_index=True)
 
     return parts, measure

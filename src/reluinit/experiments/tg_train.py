@@ -43,7 +43,7 @@ from torch import nn
 from .. import plotting
 from ..models import build, initialize
 from ..nets import MLP, resolve_device
-from ..training import Recipe, fit, history_table, load_data
+from ..training import Checkpoint, Recipe, fit, history_table, load_data
 from ..trajectories import Line, measure
 from . import Experiment, group_runs, part_seed, register, run_checkpoint
 
@@ -110,7 +110,7 @@ def choose_lines(y: np.ndarray, n_lines: int, seed: int) -> pd.DataFrame:
 
 
 def train_to_target(model: nn.Module, train, test, recipe: Recipe, target: float, seed: int,
-                    checkpoint: str | None = None):
+                    checkpoint: Checkpoint | None = None):
     """Train until the test accuracy reaches ``target``, the run diverges or ``recipe.epochs`` have
     run (``fit``'s ``stop_when``). Returns ``fit``'s Run and the first epoch at or above the target
     (None if never)."""
@@ -138,7 +138,7 @@ def f6_parts(s: dict) -> dict[str, dict]:
 
 
 def train_and_measure(s: dict, run: dict, data, lines: pd.DataFrame, x: torch.Tensor, device,
-                      checkpoint: str | None) -> pd.DataFrame:
+                      checkpoint: Checkpoint | None) -> pd.DataFrame:
     """One run: initialise, measure the lines through the untrained net, train, measure again."""
     train, test, split = data
     started = time.perf_counter()
@@ -180,7 +180,7 @@ def f6_measure(s: dict, key: str, device: str = "auto", inputs=(), checkpoints: 
     x = test.x.flatten(1).to(DTYPE)
     out = []
     for run_key, run in f6_parts(s)[key]["runs"].items():
-        out.append(train_and_measure(s, run, data, lines, x, dev, run_checkpoint(checkpoints, run_key)))
+        out.append(train_and_measure(s, run, data, lines, x, dev, run_checkpoint(checkpoints, run_key, s, run)))
     return pd.concat(out, ignore_index=True).assign(device=str(dev))
 
 

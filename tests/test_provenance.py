@@ -1,0 +1,90 @@
+"""Code fingerprints (what makes a measurement or figure job rerun) and settings fingerprints."""
+
+import contextlib
+import importlib
+import io
+import subprocess
+import sys
+import textwrap
+
+import reluinit
+from reluinit import provenance
+
+MODULE = '''
+import functools
+
+SCALE = {scale}
+HELPERS = {{"double": lambda x: 2 * x}}
+
+
+def helper(x):
+    return x + {offset}
+
+
+def measure(x):
+    return HELPERS["double"](helper(x)) * SCALE
+
+
+def figure():
+    return "{label}"
+
+
+def make(kind):
+    def job():
+        return kind(1)
+    return job
+
+
+partial_measure = functools.partial(measure, 3)
+'''
+
+
+def _load(tmp_path, name, **values):
+    """A module of this package written from MODULE with ``values`` (imported afresh)."""
+    folder = tmp_path / name
+    folder.mkdir(exist_ok=True)
+    (folder / f"{name}.py").write_text(MODULE.format(**{"scale": 1, "offset": 1, "label": "x", **values}))
+    reluinit.__path__.append(str(folder))
+    try:
+        sys.modules.pop(f"reluinit.{name}", None)
+        return importlib.import_module(f"reluinit.{name}")
+    finally:
+        reluinit.__path__.remove(str(folder))
+
+
+def test_a_fingerprint_follows_the_code_a_function_reaches(tmp_path):
+    fp = provenance.code_fingerprint
+    base = _load(tmp_path, "probe_a")
+    same = _load(tmp_path, "probe_a")
+    assert fp(base.measure) == fp(same.measure) and fp(base.figure) == fp(same.figure)
+    helper_edit = _load(tmp_path, "probe_a", offset=2)  # a helper the measurement calls
+    assert fp(helper_edit.measure) != fp(base.measure) and fp(helper_edit.figure) == fp(base.figure)
+    constant_edit = _load(tmp_path, "probe_a", scale=3)  # a module constant it reads
+    assert fp(constant_edit.measure) != fp(base.measure)
+    label_edit = _load(tmp_path, "probe_a", label="y")  # a figure's label
+    assert fp(label_edit.figure) != fp(base.figure) and fp(label_edit.measure) == fp(base.measure)
+    # through closures and partials too
+    assert fp(helper_edit.make(helper_edit.measure)) != fp(base.make(base.measure))
+    assert fp(helper_edit.partial_measure) != fp(base.partial_measure)
+
+
+def test_a_fingerprint_is_the_same_in_every_process():
+    code = textwrap.dedent("""
+        from reluinit import experiments, plotting, provenance
+        e = experiments.get("RP-T1")
+        print(provenance.code_fingerprint(e.measure), provenance.code_fingerprint(e.figure, plotting.save))
+    """)
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    here = io.StringIO()
+    with contextlib.redirect_stdout(here):
+        exec(code, {})
+    assert other == here.getvalue() and len(other.split()) == 2
+
+
+def test_changes_name_every_dotted_key_that_differs():
+    old = {"recipe": {"lr": 0.1, "epochs": 2}, "seed": 1, "format": 1}
+    new = {"recipe": {"lr": 0.05, "epochs": 2}, "seed": 1, "model": "resnet8", "format": 1}
+    assert provenance.changes(old, new) == ["model (none) -> resnet8", "recipe.lr 0.1 -> 0.05"]
+    assert provenance.changes(new, new) == []
+    assert provenance.settings_fingerprint({"a": (1, 2), "resources": {"gpu": 1}}, seed=3) == \
+        {"a": [1, 2], "run": {"seed": 3}}
