@@ -10,7 +10,7 @@ import textwrap
 import reluinit
 from reluinit import provenance
 
-MODULE = '''
+MODULE = '''{top}
 import functools
 
 SCALE = {scale}
@@ -43,7 +43,7 @@ def _load(tmp_path, name, **values):
     """A module of this package written from MODULE with ``values`` (imported afresh)."""
     folder = tmp_path / name
     folder.mkdir(exist_ok=True)
-    (folder / f"{name}.py").write_text(MODULE.format(**{"scale": 1, "offset": 1, "label": "x", **values}))
+    (folder / f"{name}.py").write_text(MODULE.format(**{"top": "", "scale": 1, "offset": 1, "label": "x", **values}))
     reluinit.__path__.append(str(folder))
     try:
         sys.modules.pop(f"reluinit.{name}", None)
@@ -63,6 +63,8 @@ def test_a_fingerprint_follows_the_code_a_function_reaches(tmp_path):
     assert fp(constant_edit.measure) != fp(base.measure)
     label_edit = _load(tmp_path, "probe_a", label="y")  # a figure's label
     assert fp(label_edit.figure) != fp(base.figure) and fp(label_edit.measure) == fp(base.measure)
+    moved = _load(tmp_path, "probe_a", top="# a comment above everything\n\n")  # same code, other lines
+    assert fp(moved.measure) == fp(base.measure) and fp(moved.figure) == fp(base.figure)
     # through closures and partials too
     assert fp(helper_edit.make(helper_edit.measure)) != fp(base.make(base.measure))
     assert fp(helper_edit.partial_measure) != fp(base.partial_measure)

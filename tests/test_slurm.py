@@ -27,7 +27,7 @@ SUBSET = {"experiments": {
     "OP-F2": {"quick": {"widths": [500, 1000], "n_samples": 100}},
     "OP-F3": {"quick": {"width_variations": [80], "n_samples": 100}},
 }}
-TARGETS = ["results/reports/OP.html"]
+TARGETS = ["results/quick/reports/OP.html"]
 # One thread per measurement (here and in the local run), so two jobs share the 2-CPU node.
 THREADS = ["--set-threads", "measure=1"]
 SLURM = THREADS + ["--profile", "profiles/slurm", "--slurm-status-command", "squeue", "--slurm-no-account",
@@ -66,7 +66,7 @@ def _job_state(jobid):
 
 
 def _tables(workdir):
-    return {p.name: pd.read_csv(p) for p in sorted((workdir / "results" / "OP").glob("*.csv"))}
+    return {p.name: pd.read_csv(p) for p in sorted((workdir / "results" / "quick" / "OP").glob("*.csv"))}
 
 
 def _run_locally(tmp_path):
@@ -104,14 +104,14 @@ def test_workflow_runs_through_slurm_and_matches_a_local_run(cluster, tmp_path):
     assert set(remote_tables) == set(local) == {"OP-F1.csv", "OP-F2.csv", "OP-F3.csv"}
     for name in local:
         pd.testing.assert_frame_equal(remote_tables[name], local[name], check_exact=True)
-    assert (wf / "results" / "reports" / "OP.html").stat().st_size > 10_000
+    assert (wf / "results" / "quick" / "reports" / "OP.html").stat().st_size > 10_000
 
 
 def test_a_cancelled_job_is_resubmitted_and_finishes(cluster, tmp_path):
     """Preemption: scancel a running job; the profile's retry resubmits it and the result is
     the same as an uninterrupted run. (Checkpoint resume is tested once training exists.)"""
     wf = copy_workflow(tmp_path / "slurm")
-    target = "results/OP/OP-F1/he_fan_out-w500.csv"
+    target = "results/quick/OP/OP-F1/he_fan_out-w500.csv"
     cmd = SNAKEMAKE + [target, *SLURM, *_subset(wf)]
     proc = subprocess.Popen(cmd, cwd=wf, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     cancelled = None
@@ -142,7 +142,7 @@ def test_a_cancelled_job_is_resubmitted_and_finishes(cluster, tmp_path):
 # 2,000 SGD steps each, about 47 epochs of the digits, one checkpoint per epoch.
 TRAINING = {"experiments": {"RP-F3": {"quick": {"setups": ["eoc_rescaled"], "depths": [2, 6], "sparsities": [0.5]}}},
             "recipes": {"rp-mnist": {"quick": {"iterations": 2000}}}}
-TRAINING_TARGET = "results/RP/RP-F3/group0.csv"
+TRAINING_TARGET = "results/quick/RP/RP-F3/group0.csv"
 
 
 def _training_config(workdir):
@@ -157,7 +157,7 @@ def test_a_cancelled_training_job_resumes_from_its_checkpoint(cluster, tmp_path)
     wf = copy_workflow(tmp_path / "slurm")
     cmd = SNAKEMAKE + [TRAINING_TARGET, *SLURM, *_training_config(wf)]
     proc = subprocess.Popen(cmd, cwd=wf, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    checkpoints = wf / "results" / "checkpoints" / "RP" / "RP-F3" / "group0"
+    checkpoints = wf / "results" / "quick" / "checkpoints" / "RP" / "RP-F3" / "group0"
     cancelled, epoch_at_cancel = None, None
     deadline = time.monotonic() + 300
     while cancelled is None and time.monotonic() < deadline and proc.poll() is None:
@@ -175,7 +175,7 @@ def test_a_cancelled_training_job_resumes_from_its_checkpoint(cluster, tmp_path)
     assert cancelled, "the training job was never seen running with a checkpoint: " + out[-2000:]
     assert proc.returncode == 0, out[-4000:]
     assert _job_state(cancelled)[0] == "CANCELLED"
-    log = (wf / "results" / "logs" / "RP" / "RP-F3" / "group0.log").read_text()
+    log = (wf / "results" / "quick" / "logs" / "RP" / "RP-F3" / "group0.log").read_text()
     resumed = re.search(r"resumed from \S+ at epoch (\d+)", log)  # the retry did not start over
     assert resumed and 3 <= int(resumed.group(1)) < 47 and epoch_at_cancel < 47
 

@@ -1,6 +1,7 @@
 """The workflow through Snakemake itself: lint, dry runs at both scales and through the SLURM
 profile, config errors before any job, and a real quick-scale run of every target."""
 
+import hashlib
 import re
 import zipfile
 
@@ -42,9 +43,9 @@ def test_paper_scale_dry_run_lists_the_catalogue_jobs(workdir):
     out = run.stdout
     for width in (100, 500, 2000, 4060):
         for init in ("he_fan_out", "glorot"):
-            assert f"results/OP/OP-F1/{init}-w{width}.csv" in out
+            assert f"results/paper/OP/OP-F1/{init}-w{width}.csv" in out
     for v in (1, 200, 500):
-        assert f"results/OP/OP-F3/v{v}.csv" in out
+        assert f"results/paper/OP/OP-F3/v{v}.csv" in out
     assert _jobs(out)["measure"] == _n_parts("paper")
     # Every training job once, each with its run count and cluster resources in its settings.
     assert _jobs(out)["train_part"] == _n_parts("paper", trains=True) > 0
@@ -52,9 +53,9 @@ def test_paper_scale_dry_run_lists_the_catalogue_jobs(workdir):
     assert len(trained) == _n_parts("paper", trains=True)
     assert len(trained) == len(set(trained))
     for n in range(3):
-        assert f"results/RP/RP-T2/cifar100-resnet104-sbp_sr-sparsity0.98-rep{n}.csv" in out
+        assert f"results/paper/RP/RP-T2/cifar100-resnet104-sbp_sr-sparsity0.98-rep{n}.csv" in out
     assert "RP-T8" not in out  # optional: configured, not in `all`
-    assert sum(f"results/OP/OP-F{i}/" in line for line in out.splitlines() for i in (1, 2, 3)) >= 8 + 1 + 3
+    assert sum(f"results/paper/OP/OP-F{i}/" in line for line in out.splitlines() for i in (1, 2, 3)) >= 8 + 1 + 3
     # Each job's message states its sizes: 2000 samples in R^500, 10 layers (20 for OP-F3).
     f1 = re.search(r"OP-F1 \[he_fan_out-w4060\] at the paper scale.*", out).group(0)
     assert "'n_samples': 2000, 'input_dim': 500" in f1 and "'depth': 10" in f1
@@ -104,27 +105,39 @@ def test_diverged_and_emptied_runs_are_results_and_jobs_resume(workdir):
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     run = snakemake("rp_f3", "rp_t1", "--cores", "2", "--config", "scale=quick", cwd=workdir)
     assert run.returncode == 0, run.stderr[-3000:]
-    f3 = pd.read_csv(workdir / "results" / "RP" / "RP-F3.csv")
+    f3 = pd.read_csv(workdir / "results" / "quick" / "RP" / "RP-F3.csv")
     assert f3["run_diverged"].all() and (f3["final_test_acc"] == 0.1).all()
     assert f3["diverged"].iloc[-1] and f3["epoch"].max() < 7  # stopped, not trained to the end
-    t1 = pd.read_csv(workdir / "results" / "RP" / "RP-T1.csv")
+    t1 = pd.read_csv(workdir / "results" / "quick" / "RP" / "RP-T1.csv")
     assert (t1["collapsed_layers"] > 0).all() and not t1["run_diverged"].any()
-    assert (workdir / "results" / "figures" / "RP-T1.png").stat().st_size > 1000
+    assert (workdir / "results" / "quick" / "figures" / "RP-T1.png").stat().st_size > 1000
 
-    part = workdir / "results" / "RP" / "RP-T1" / "group0.csv"
+    part = workdir / "results" / "quick" / "RP" / "RP-T1" / "group0.csv"
     before = pd.read_csv(part)
     part.unlink()
     run = snakemake(str(part.relative_to(workdir)), "--cores", "2", "--config", "scale=quick", cwd=workdir)
     assert run.returncode == 0, run.stderr[-3000:]
-    log = (workdir / "results" / "logs" / "RP" / "RP-T1" / "group0.log").read_text()
+    log = (workdir / "results" / "quick" / "logs" / "RP" / "RP-T1" / "group0.log").read_text()
     assert "resumed from" in log and "epoch 1/" not in log
     pd.testing.assert_frame_equal(pd.read_csv(part), before)
+
+    # Another learning rate: Snakemake reruns the job, which must not resume the finished old run.
+    config["recipes"]["rp-cifar10"]["quick"]["lr"] = 0.05  # the quick scale trains at the paper's 0.1
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    run = snakemake("rp_t1", "--cores", "2", "--config", "scale=quick", cwd=workdir)
+    assert run.returncode == 0, run.stderr[-3000:]
+    log = (workdir / "results" / "quick" / "logs" / "RP" / "RP-T1" / "group0.log").read_text()
+    assert "recipe.lr 0.1 -> 0.05: starting afresh" in log and "resumed from" not in log
+    after = pd.read_csv(part)
+    assert (after["lr"].dropna() == 0.05).all()
+    trained = after["epoch"] > 0
+    assert not after.loc[trained, "train_loss"].equals(before.loc[trained, "train_loss"])
 
 
 def test_quick_scale_builds_every_target(workdir):
     run = snakemake("all", "--cores", "2", "--config", "scale=quick", cwd=workdir, timeout=1800)
     assert run.returncode == 0, run.stderr[-3000:]
-    results = workdir / "results"
+    results = workdir / "results" / "quick"
     built = [e for e in CONFIG["experiments"] if not settings(CONFIG, e, "quick").get("optional", False)]
     assert "RP-T8" not in built and not (results / "figures" / "RP-T8.png").exists()
     for exp in built:
@@ -211,6 +224,12 @@ def test_quick_scale_builds_every_target(workdir):
     t7 = pd.read_csv(results / "RP" / "RP-T7.csv").groupby("gamma")["s_cr"].mean()
     assert t7.is_monotonic_decreasing and (t7 <= 1).all()
 
+    # Nothing edited: nothing to do.
+    again = snakemake("all", "-n", "--config", "scale=quick", cwd=workdir)
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr, again.stdout[-3000:]
+    _scales_never_mix(workdir)
+    _code_edits_rerun_what_runs_the_code(workdir)
+
     # One figure again, by its short name: nothing to do, everything is up to date.
     again = snakemake("op_f2", "--cores", "1", "--config", "scale=quick", cwd=workdir)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
@@ -221,6 +240,53 @@ def test_quick_scale_builds_every_target(workdir):
     assert rebuilt.returncode == 0, rebuilt.stderr[-2000:]
     assert (results / "figures" / "OP-F2.png").exists()
     assert "rule measure" not in rebuilt.stdout + rebuilt.stderr
+
+
+def _digests(folder):
+    return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _scales_never_mix(workdir):
+    """After a quick build: the paper scale neither reads nor writes a quick file."""
+    quick = workdir / "results" / "quick"
+    plan = snakemake("all", "-n", "--cores", "2", cwd=workdir)
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    assert "results/quick" not in plan.stdout and "results/paper/OP/OP-F1.csv" in plan.stdout
+    before = _digests(quick)
+    run = snakemake("op_f3", "--cores", "2", cwd=workdir)  # the paper's OP-F3: 20 layers, 1000 inputs
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert (workdir / "results" / "paper" / "figures" / "OP-F3.png").exists()
+    assert (pd.read_csv(workdir / "results" / "paper" / "OP" / "OP-F3.csv")["scale"] == "paper").all()
+    assert _digests(quick) == before
+
+
+def _edit(path, old, new):
+    text = path.read_text()
+    assert old in text, (path, old)
+    path.write_text(text.replace(old, new, 1))
+
+
+def _rerun_plan(workdir):
+    run = snakemake("all", "-n", "--config", "scale=quick", cwd=workdir)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return _jobs(run.stdout)
+
+
+def _code_edits_rerun_what_runs_the_code(workdir):
+    """Editing a plotting function reruns figure jobs only; editing a measurement reruns its
+    measurements and figures; no edit of the library retrains."""
+    src = workdir / "src" / "reluinit"
+    _edit(src / "experiments" / "op.py", 'ax.set(xlabel="layer $l$", ylabel=ylabel)',
+          'ax.set(xlabel="layer index $l$", ylabel=ylabel)')
+    jobs = _rerun_plan(workdir)
+    assert jobs.get("figure_op_f1") == 1, jobs
+    assert not {"measure", "train", "train_part"} & set(jobs), jobs
+    assert not {j for j in jobs if j.startswith("figure_")} - {"figure_op_f1"}, jobs  # only the edited one
+    _edit(src / "norms.py", '"""Per-sample, per-hidden-layer', '"""Per-sample (edited), per-hidden-layer')
+    jobs = _rerun_plan(workdir)
+    n_op = sum(len(experiments.get(e).parts(settings(CONFIG, e, "quick"))) for e in ("OP-F1", "OP-F2", "OP-F3"))
+    assert jobs.get("measure") == n_op and {"figure_op_f1", "figure_op_f2", "figure_op_f3"} <= set(jobs), jobs
+    assert not {"train", "train_part"} & set(jobs), jobs
 
 
 def test_snakemake_report_contains_the_figures(workdir):

@@ -5,7 +5,7 @@ arguments may be Snakemake wildcards (``"{exp}"``); pass ``paper`` explicitly th
 
 Each scale has its own tree, ``scale_root(config["results"], scale)`` = ``results/<scale>``, so
 a quick build and a paper build never read or overwrite each other's files. Below, ``results``
-is that tree:
+is that tree (``results/quick`` or ``results/paper``):
 
     results/<PAPER>/<ID>.csv            tidy table of one experiment (all its jobs combined)
     results/<PAPER>/<ID>/<part>.csv     one job's rows

@@ -139,8 +139,10 @@ def _visit(obj, found: dict, seen: set) -> None:
 
 def _visit_function(fn: types.FunctionType, found: dict, seen: set) -> None:
     code = fn.__code__
-    if _source(fn):  # functions made at run time (dataclass methods) are covered by their class
-        found[f"function {fn.__module__}.{fn.__qualname__}:{code.co_firstlineno}"] = _source(fn)
+    source = _source(fn)
+    if source:  # functions made at run time (dataclass methods) are covered by their class
+        # keyed by name and text, not line: an edit above a function does not change its print
+        found[f"function {fn.__module__}.{fn.__qualname__} {hashlib.sha256(source.encode()).hexdigest()}"] = source
     names = sorted({name for c in _codes(code) for name in c.co_names})
     for cell in fn.__closure__ or ():
         try:
