@@ -5,6 +5,7 @@ test_workflow.py."""
 
 import pandas as pd
 import pytest
+import yaml
 
 from conftest import ROOT
 from reluinit import claims, experiments
@@ -78,3 +79,31 @@ def test_a_claim_sees_only_the_columns_it_declares():
 def test_a_diverged_measure_is_not_reproduced():
     nan = pd.DataFrame({"init": ["he"], "act_ratio": [float("nan")]})
     assert claims.evaluate(_claim(expect="> 0"), nan, "quick")["verdict"] == claims.NOT_REPRODUCED
+
+
+def _mapping_scalars(node):
+    """(key, value node) of every mapping entry whose value is a scalar, anywhere in the file."""
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if isinstance(value, yaml.ScalarNode):
+                yield key.value, value
+            yield from _mapping_scalars(value)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            yield from _mapping_scalars(item)
+
+
+def test_no_claim_text_is_cut_by_a_yaml_comment():
+    """An unquoted ` #` inside a statement starts a YAML comment and silently cuts the text
+    ("regions in a plane scale like #neurons^2" read as "regions in a plane scale like")."""
+    text = (ROOT / "claims.yaml").read_text()
+    lines = text.splitlines()
+    checked = 0
+    for key, node in _mapping_scalars(yaml.compose(text)):
+        if key in ("claim", "place", "note", "why") and node.start_mark.line == node.end_mark.line:
+            rest = lines[node.end_mark.line][node.end_mark.column:].strip()
+            assert rest == "", f"claims.yaml line {node.start_mark.line + 1}: {node.value!r} is cut before {rest!r}"
+            checked += 1
+    assert checked >= len([c for c in CLAIMS if "[" not in c.id])
+    lr9 = next(c for c in CLAIMS if c.id == "LR-9")
+    assert "#neurons^2" in lr9.claim
