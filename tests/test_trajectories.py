@@ -154,3 +154,46 @@ def test_benchmark_script_prints_its_ratio():
                           "101", "--repeats", "1", "--device", "cpu"], capture_output=True, text=True, check=True)
     ratio = float(next(line for line in out.stdout.splitlines() if line.startswith("ratio")).split()[-1])
     assert ratio > 0
+
+
+def test_ep_f15_remaining_depth_counts_the_layers_above_the_swept_one():
+    """EP Figure 15's x-axis: the number of layers above the swept layer (0 when the labels are
+    read right after it)."""
+    from reluinit import experiments
+    from reluinit.config import settings
+    import yaml
+    from conftest import ROOT
+
+    s = settings(yaml.safe_load((ROOT / "config.yaml").read_text()), "EP-F15", "quick")
+    s = {**s, "widths": [8], "depth": 3, "n_nets": 1, "n_steps": 200}
+    table = experiments.get("EP-F15").measure(s, "sweeps", device="cpu")
+    assert set(zip(table["swept_layer"], table["depth"], table["remaining_depth"])) == {
+        (0, 1, 0), (0, 2, 1), (0, 3, 2), (1, 2, 0), (1, 3, 1), (2, 3, 0)}
+
+
+def test_tg_f1_and_ep_f3_trace_a_closed_circle_of_length_2_pi_r():
+    """Both papers start from a closed circle, not a quarter arc: the path returns to its first
+    point, and its length is 2 pi times its radius (the points' norm, sqrt(input_dim)) up to the
+    chord sum's 1 - pi^2 / (6 n^2)."""
+    import math
+
+    import torch
+    import yaml
+    from conftest import ROOT
+    from reluinit import experiments
+    from reluinit.config import settings
+    from reluinit.trajectories import make_path
+
+    x0, x1 = torch.randn(2, 50, dtype=torch.float64)
+    circle = make_path("circle", x0 * (7 / x0.norm()), x1 * (7 / x1.norm()))
+    ends = circle(torch.tensor([0.0, 1.0], dtype=torch.float64))
+    assert torch.allclose(ends[0], ends[1], atol=1e-12) and torch.allclose(ends[0], x0 * (7 / x0.norm()))
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    for exp in ("TG-F1", "EP-F3"):
+        s = {**settings(config, exp, "quick"), "width": 8, "n_points": 1001}
+        table = experiments.get(exp).measure(s, "circle", device="cpu")
+        inputs = table[table["layer"] == 0]
+        radius = math.sqrt(s["input_dim"])
+        assert inputs["length"].iloc[0] == pytest.approx(2 * math.pi * radius, rel=1e-5), exp
+        uv = inputs[["u", "v"]].to_numpy()
+        assert abs(uv[0] - uv[-1]).max() < 1e-9, exp  # closed in the projection too

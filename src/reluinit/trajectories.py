@@ -55,6 +55,26 @@ class Arc:
 
 
 @dataclass
+class Circle:
+    """The closed circle of TG-F1 and EP-F3 through the plane of two points: ``x(t) = r (cos(2 pi t)
+    u + sin(2 pi t) v)`` with ``u, v`` orthonormal (Gram-Schmidt on ``x0, x1``) and ``r`` the points'
+    mean norm, so it starts at ``x0``'s direction, passes ``x1``'s plane and returns: x(0) = x(1)."""
+
+    x0: torch.Tensor
+    x1: torch.Tensor
+
+    def __post_init__(self):
+        u = self.x0 / self.x0.norm()
+        v = self.x1 - (self.x1 @ u) * u
+        self._u, self._v = u, v / v.norm()
+        self.radius = (self.x0.norm() + self.x1.norm()) / 2
+
+    def __call__(self, t: torch.Tensor) -> torch.Tensor:
+        angle = (2 * math.pi) * t
+        return self.radius * (torch.cos(angle)[:, None] * self._u + torch.sin(angle)[:, None] * self._v)
+
+
+@dataclass
 class Semicircles:
     """TG-F5's curved path, as we read "a straight line made a semicircular arc in 100 random
     planes": the line from x0 to x1 is cut into ``n_arcs`` equal segments and each segment is
@@ -85,7 +105,7 @@ class Semicircles:
         return self.x0 + along[:, None] * self._d + (radius * torch.sin(phase))[:, None] * self._u[j]
 
 
-PATHS = {"line": Line, "arc": Arc}
+PATHS = {"line": Line, "arc": Arc, "circle": Circle}
 
 
 def make_path(kind: str, x0: torch.Tensor, x1: torch.Tensor, *, n_arcs: int = 100, seed: int = 0):
@@ -94,7 +114,7 @@ def make_path(kind: str, x0: torch.Tensor, x1: torch.Tensor, *, n_arcs: int = 10
     try:
         return PATHS[kind](x0, x1)
     except KeyError:
-        raise ValueError(f"unknown path {kind!r}; known: line, arc, semicircles") from None
+        raise ValueError(f"unknown path {kind!r}; known: line, arc, circle, semicircles") from None
 
 
 # --- measuring ---------------------------------------------------------------------------------

@@ -235,8 +235,9 @@ def _sweep_nets(s: dict, key: str, device: str, layers_of) -> pd.DataFrame:
                 sw = sweep(net, other.weights[layer], x, layer, readouts, s["n_steps"])
                 for d, dich, flips, trans, first in zip(sw.depths, sw.dichotomies, sw.label_flips, sw.transitions,
                                                         sw.first_labels):
+                    # depth d reads the labels after layer d (1-based); the swept layer is layer + 1
                     rows.append({"width": k, "net": i, "net_seed": net_seed, "swept_layer": layer, "depth": d,
-                                 "remaining_depth": d - layer, "dichotomies": dich, "label_flips": flips,
+                                 "remaining_depth": d - layer - 1, "dichotomies": dich, "label_flips": flips,
                                  "transitions": trans, "first_labels": "".join(map(str, first))})
         log.info("width %d: %d nets swept", k, s["n_nets"])
     return pd.DataFrame(rows).assign(n_inputs=s["n_inputs"], sigma_w2=s["sigma_w2"], sigma_b=s["sigma_b"],

@@ -92,7 +92,7 @@ def projection_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd
     bias = s["bias"] if "bias" in s else s["sigma_b"]
     net = random_net([s["input_dim"]] + [s["width"]] * max(s["layers"]), "gaussian", sigma_w, bias=bias,
                      activation=s["activation"], seed=seed, device=dev, dtype=DTYPE)
-    path = make_path("arc", *endpoints(s, seed + 1, dev))
+    path = make_path("circle", *endpoints(s, seed + 1, dev))  # closed, as both papers draw it
     proj = project_2d(net, path, s["n_points"], s["layers"])
     lengths = path_rows(net, path, s["n_points"] - 1).set_index("layer")["length_pre"]
     t = np.linspace(0, 1, s["n_points"])
