@@ -61,8 +61,10 @@ def test_growth_factor_equals_brute_force_on_a_trained_net():
             ok = norms[-2] > 0
             ratios.append(float((norms[-1][ok] / norms[-2][ok]).mean()))
     assert len(ratios) == 4
-    assert got["growth"] == pytest.approx(np.mean(ratios), rel=1e-9)
-    assert got["growth_hidden"] == pytest.approx(np.mean(ratios[1:]), rel=1e-9)
+    # growth: hidden-to-hidden layers only (the first layer changes the dimension), kept apart
+    assert got["growth"] == pytest.approx(np.mean(ratios[1:]), rel=1e-9)
+    assert got["growth_first"] == pytest.approx(ratios[0], rel=1e-9)
+    assert got["growth_all_layers"] == pytest.approx(np.mean(ratios), rel=1e-9)
     assert got["length_out"] == pytest.approx(float(norms[-1].sum()), rel=1e-9)
 
 

@@ -197,3 +197,19 @@ def test_tg_f1_and_ep_f3_trace_a_closed_circle_of_length_2_pi_r():
         assert inputs["length"].iloc[0] == pytest.approx(2 * math.pi * radius, rel=1e-5), exp
         uv = inputs[["u", "v"]].to_numpy()
         assert abs(uv[0] - uv[-1]).max() < 1e-9, exp  # closed in the projection too
+
+
+def test_tg_growth_averages_hidden_to_hidden_layers_and_keeps_the_first_apart():
+    """TG-F3/F5's growth per net is the mean over layers 2..L (what the theorems bound); layer 1,
+    which may change the dimension (R^500 -> 784 in TG-F5), is its own column."""
+    import pandas as pd
+
+    from reluinit.experiments.tg import growth_summary, net_growth
+
+    rows = [{"path": "line", "sweep": "alpha", "distribution": "gaussian", "sigma_w": 2.0, "alpha": 0.5, "net": 0,
+             "layer": layer, "growth": g, "lower_bound": 0.5} for layer, g in [(0, np.nan), (1, 3.0), (2, 1.0),
+                                                                              (3, 1.2)]]
+    per_net = net_growth(pd.DataFrame(rows))
+    assert per_net["growth"].iloc[0] == pytest.approx(1.1) and per_net["first_layer_growth"].iloc[0] == 3.0
+    summary = growth_summary(pd.DataFrame(rows))
+    assert summary["growth"].iloc[0] == pytest.approx(1.1) and summary["first_layer_growth"].iloc[0] == 3.0

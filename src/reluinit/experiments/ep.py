@@ -2,12 +2,14 @@
 transitions, lengths and projections along circles (EP-F2, F3, F5, F12, F13) and dichotomies
 when sweeping a layer's weights (EP-F14, F15, F16).
 
-EP's nets: weights N(0, sigma_w^2 / k), biases N(0, sigma_b^2), the circle
-``x(t) = cos(pi t / 2) x0 + sin(pi t / 2) x1`` between two points (MNIST test images by 0-based
-index, or random vectors) normalised to unit root-mean-square coordinate (``tg.normalise``). A
-depth-d net is the first d layers of one deeper sampled net, so one net gives every depth.
-Transitions are counted between consecutive points of the discretised circle, over every hidden
-neuron of the depth-d net; output transitions (EP-F16) are label changes of the readout.
+EP's nets: weights N(0, sigma_w^2 / k), biases N(0, sigma_b^2), the arc
+``x(t) = cos(pi t / 2) x0 + sin(pi t / 2) x1`` between two points (EP-F2, F5, F12, F13; EP-F3
+draws the closed circle through their plane), MNIST test images by 0-based index or random
+vectors, normalised to unit root-mean-square coordinate (``tg.normalise``). A depth-d net is the
+first d layers of one deeper sampled net, so one net gives every depth. Transitions are counted
+between consecutive points of the discretised path: ``transitions`` those of layer d's neurons,
+EP's T^(d) (the output neurons of the depth-d net, what its figures plot), ``transitions_total``
+those of all its layers; EP-F16's transitions are label changes of the readout.
 """
 
 from __future__ import annotations
@@ -42,8 +44,9 @@ def f1_figure(table, s: dict):
 
 
 def circle_rows(s: dict, seed: int, dev, activation: str, sigma_w2: float, width: int, depth: int) -> pd.DataFrame:
-    """``n_nets`` nets of one setting: per net and layer the circle's length and transitions, and
-    the transitions of the depth-d net (its layers 1..d)."""
+    """``n_nets`` nets of one setting: per net and layer d the circle's length and ``transitions``,
+    the transitions of layer d's neurons: EP's T^(d), the output neurons' transitions of the
+    depth-d net, which its figures plot; and ``transitions_total``, those of all its layers 1..d."""
     frames = []
     for i in range(s["n_nets"]):
         net_seed = part_seed(seed, i)
@@ -83,23 +86,26 @@ def f2_figure(table: pd.DataFrame, s: dict):
     wide, deep = max(s["widths"]), s["depth"]
     for i, act in enumerate(acts):
         g = data[data["activation"] == act]
-        sns.lineplot(data=g[g["width"] == wide], x="layer", y="transitions_total", hue="$\\sigma_w^2$",
+        sns.lineplot(data=g[g["width"] == wide], x="layer", y="transitions", hue="$\\sigma_w^2$",
                      palette="viridis", marker="o", errorbar="se", ax=axes[2 * i])
-        axes[2 * i].set(yscale="log", xlabel="depth", ylabel="transitions", title=f"{act}, width {wide}")
-        sns.lineplot(data=g[g["layer"] == deep], x="width", y="transitions_total", hue="$\\sigma_w^2$",
+        axes[2 * i].set(yscale="log", xlabel="depth d", ylabel="output transitions $T^{(d)}$",
+                        title=f"{act}, width {wide}")
+        sns.lineplot(data=g[g["layer"] == deep], x="width", y="transitions", hue="$\\sigma_w^2$",
                      palette="viridis", marker="o", errorbar="se", ax=axes[2 * i + 1], legend=False)
-        axes[2 * i + 1].set(xscale="log", yscale="log", ylabel="transitions", title=f"{act}, depth {deep}")
+        axes[2 * i + 1].set(xscale="log", yscale="log", ylabel="output transitions $T^{(d)}$",
+                            title=f"{act}, depth {deep}")
     fig.suptitle(f"EP-F2: transitions along a circle between {table['points'].iloc[0]} points, "
                  f"{s['n_pieces']:,} pieces, $\\sigma_b$ = {s['sigma_b']:g}")
     return fig
 
 
 def transitions_summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Mean transitions of the deepest net per setting, and the mean ratio between consecutive depths."""
+    """Mean output transitions T^(d) of the deepest net per setting, and the mean ratio between
+    consecutive depths."""
     deep = table["layer"].max()
     rows = []
     for (act, s2, k), g in table[table["layer"] > 0].groupby(["activation", "sigma_w2", "width"]):
-        mean = g.groupby("layer")["transitions_total"].mean()
+        mean = g.groupby("layer")["transitions"].mean()
         rows.append({"activation": act, "sigma_w2": s2, "width": k, f"transitions_depth{deep}": mean.iloc[-1],
                      "mean_ratio_per_layer": float(np.exp(np.log(mean.clip(lower=1)).diff().mean()))})
     return pd.DataFrame(rows)
@@ -109,22 +115,22 @@ def f5_figure(table: pd.DataFrame, s: dict):
     fig, axes = plotting.panels(1, width=5.4, height=4.0)
     data = table[table["layer"] > 0]
     data = data.assign(setting=[f"k={k}, $\\sigma_w^2$={s2:g}" for k, s2 in zip(data["width"], data["sigma_w2"])])
-    sns.scatterplot(data=data, x="length", y="transitions_total", hue="setting", style="setting", s=18,
+    sns.scatterplot(data=data, x="length", y="transitions", hue="setting", style="setting", s=18,
                     palette="viridis", ax=axes[0])
     axes[0].set(xscale="log", yscale="log", xlabel="trajectory length at layer d",
-                ylabel="transitions of the depth-d net")
+                ylabel="output transitions $T^{(d)}$ of the depth-d net")
     axes[0].legend(fontsize=7)
     fig.suptitle(f"EP-F5: transitions vs length, {s['activation']}, one point per net and depth")
     return fig
 
 
 def f5_summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Slope of log(transitions) against log(length) per setting (Theorem 4: about 1)."""
+    """Slope of log(output transitions T^(d)) against log(length) per setting (Theorem 4: about 1)."""
     rows = []
-    for (k, s2), g in table[(table["layer"] > 0) & (table["transitions_total"] > 0)].groupby(["width", "sigma_w2"]):
-        slope = np.polyfit(np.log(g["length"]), np.log(g["transitions_total"]), 1)[0] if len(g) > 2 else np.nan
+    for (k, s2), g in table[(table["layer"] > 0) & (table["transitions"] > 0)].groupby(["width", "sigma_w2"]):
+        slope = np.polyfit(np.log(g["length"]), np.log(g["transitions"]), 1)[0] if len(g) > 2 else np.nan
         rows.append({"width": k, "sigma_w2": s2, "loglog_slope": slope,
-                     "transitions_per_unit_length": (g["transitions_total"] / g["length"]).median()})
+                     "transitions_per_unit_length": (g["transitions"] / g["length"]).median()})
     return pd.DataFrame(rows)
 
 

@@ -223,7 +223,7 @@ def growth_rows(s: dict, dist: str, sweep: str, path_kind: str, seed: int, dev, 
                                     **_labels(net_seed, dev)))
         g = pd.concat(frames[-(n_nets or s["n_nets"]):])
         log.info("%s %s sigma_w=%.3g alpha=%.2f: growth %.4f (bound %.4f)", dist, path_kind, sigma_w, alpha,
-                 g.loc[g["layer"] > 0, "growth"].mean(), tg_growth_lower_bound(dist, sigma_w, alpha))
+                 g.loc[g["layer"] > 1, "growth"].mean(), tg_growth_lower_bound(dist, sigma_w, alpha))
     df = pd.concat(frames, ignore_index=True)
     bound = [tg_growth_lower_bound(dist, sg, a) for sg, a in zip(df["sigma_w"], df["alpha"])]
     return df.assign(distribution=dist, sweep=sweep, path=path_kind, width=s["width"], lower_bound=bound,
@@ -242,10 +242,15 @@ def _f3_measure(sweep: str):
 
 
 def net_growth(table: pd.DataFrame) -> pd.DataFrame:
-    """One growth factor per net: the mean over its layers (TG averages pieces, layers and nets)."""
+    """One growth factor per net: the mean over its hidden-to-hidden layers 2..L (TG averages
+    pieces, layers and nets; the theorems bound ‖dz(d+1)‖/‖dz(d)‖ between hidden layers, while
+    layer 1 compares the input with the first hidden layer, which may change the dimension:
+    R^500 -> 784 in TG-F5). Layer 1's own factor is kept as ``first_layer_growth``."""
     keys = ["path", "sweep", "distribution", "sigma_w", "alpha", "net"]
-    return table[table["layer"] > 0].groupby(keys, as_index=False).agg(growth=("growth", "mean"),
-                                                                        lower_bound=("lower_bound", "first"))
+    hidden = table[table["layer"] > 1].groupby(keys, as_index=False).agg(growth=("growth", "mean"),
+                                                                          lower_bound=("lower_bound", "first"))
+    first = table[table["layer"] == 1].groupby(keys, as_index=False).agg(first_layer_growth=("growth", "mean"))
+    return hidden.merge(first, on=keys, how="left")
 
 
 def growth_panel(ax, table: pd.DataFrame, x: str):
@@ -257,7 +262,7 @@ def growth_panel(ax, table: pd.DataFrame, x: str):
         ax.plot(g[x], g["lower_bound"], ls="--", color=palette[dist], label=f"{dist} bound")
     ax.axhline(1.0, color="0.5", lw=0.8)
     ax.set(xlabel="$\\sigma_w$" if x == "sigma_w" else "density $\\alpha$",
-           ylabel="E[$\\|dz^{(d+1)}\\| / \\|dz^{(d)}\\|$]")
+           ylabel="E[$\\|dz^{(d+1)}\\| / \\|dz^{(d)}\\|$], hidden layers")
     ax.legend(fontsize=7)
 
 
@@ -278,7 +283,8 @@ def growth_summary(table: pd.DataFrame) -> pd.DataFrame:
     distributions at the same (sigma_w, alpha) (TG's universality: the same for all three)."""
     per_net = net_growth(table)
     out = per_net.groupby(["path", "sweep", "distribution", "sigma_w", "alpha"], as_index=False).agg(
-        growth=("growth", "mean"), growth_se=("growth", "sem"), lower_bound=("lower_bound", "first"))
+        growth=("growth", "mean"), growth_se=("growth", "sem"), lower_bound=("lower_bound", "first"),
+        first_layer_growth=("first_layer_growth", "mean"))
     key = out["sigma_w"].round(9).astype(str) + "/" + out["alpha"].astype(str) + "/" + out["path"]
     spread = out.groupby(key)["growth"].transform(lambda g: (g.max() - g.min()) / g.mean() if len(g) > 1 else np.nan)
     return out.assign(spread_between_distributions=spread)
