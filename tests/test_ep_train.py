@@ -21,13 +21,14 @@ def _data(n=64, shape=(1, 8, 8), n_classes=4, seed=0):
 
 def test_trajreg_penalty_is_the_formula_on_a_hand_made_batch():
     layer = ept.TrajReg(coef=0.01)
+    assert layer.lam.item() == 1.0  # lambda = exp(rho), rho = 0 at init
     with torch.no_grad():
-        layer.lam.fill_(2.0)
+        layer.rho.fill_(math.log(2.0))
     x = torch.tensor([[0.0, 0.0], [3.0, 4.0], [3.0, 5.0]])  # chords 5 and 1: length 6
     layer.orig = torch.tensor(4.0)
     out = layer.train()(x)
     assert torch.allclose(out, 2 * x)
-    assert layer.take_penalty().item() == pytest.approx(0.01 * 2.0 * 6.0 / 4.0)
+    assert layer.take_penalty().item() == pytest.approx(0.01 * 2.0 * 6.0 / 4.0, rel=1e-6)
     assert layer.take_penalty() is None
     layer.eval()(x)  # no penalty outside training; the output is scaled the same
     assert layer.penalty is None
@@ -50,7 +51,7 @@ def test_trajreg_loss_adds_each_layers_penalty_to_the_cross_entropy():
     penalty = sum(0.01 * ept.chord_length(z) / orig for z in inputs)
     assert loss.item() == pytest.approx((ce + penalty).item(), rel=1e-5)
     loss.backward()
-    assert all(m.lam.grad is not None and m.lam.grad != 0 for m in regs)
+    assert all(m.rho.grad is not None and m.rho.grad != 0 for m in regs)
 
 
 def test_freezing_trains_only_one_layer():
@@ -86,7 +87,11 @@ def test_length_rows_start_at_the_input_circle_and_follow_the_blocks():
     model = ept.conv_net("bn", 4, (1, 8, 8), 4, 2.0, 0.0, seed=0).double()
     rows = ept.length_rows(model, Arc(x0, x1), 2000, (1, 8, 8))
     assert rows[0]["layer"] == 0 and rows[0]["length"] == pytest.approx(math.pi / 2 * math.sqrt(32), rel=1e-6)
-    assert [r["layer"] for r in rows] == [0, .5, 1, 1.5, 2, 3, 3.5, 4, 4.5, 5, 5.5, 6, 7, 8, 9]
+    # a block with batch norm: conv, the BN layer alone, ReLU (EP-F10 draws BN's own effect dotted)
+    assert [r["layer"] for r in rows] == [0, .5, .75, 1, 1.5, 1.75, 2, 3, 3.5, 3.75, 4, 4.5, 4.75, 5, 5.5, 5.75, 6,
+                                          7, 8, 9]
+    assert [r["stage"] for r in rows[1:4]] == ["conv", "norm", "relu"]
+
     assert model.training  # restored after measuring in eval mode
     # the last stage is the whole net: its length is the chord sum of the logits along the circle
     t = torch.linspace(0, 1, 2001, dtype=torch.float64)
@@ -96,6 +101,13 @@ def test_length_rows_start_at_the_input_circle_and_follow_the_blocks():
     plain = [r["stage"] for r in ept.length_rows(ept.conv_net("plain", 4, (1, 8, 8), 4, 2.0, 0.0, 0).double(),
                                                  Arc(x0, x1), 10, (1, 8, 8))]
     assert plain == ["input", "conv", "conv", "pool", "conv", "conv", "conv", "pool", "fc", "readout"]
+    bn = dict(model.named_modules())["0.1"]
+    assert isinstance(bn, nn.BatchNorm2d)
+    with torch.no_grad():  # the norm stage is the BN alone: a BN that doubles its input doubles the length
+        bn.weight.fill_(2.0)
+    doubled = ept.length_rows(model, Arc(x0, x1), 2000, (1, 8, 8))
+    assert doubled[2]["length"] == pytest.approx(2 * rows[2]["length"], rel=1e-9)
+    assert doubled[1]["length"] == rows[1]["length"]
 
 
 def test_sigma_w_rows_measure_the_init_scale():
@@ -141,3 +153,39 @@ def test_ep_f8_quick_runs_resume_from_their_checkpoints(tmp_path):
     for view in ("EP-F8", "EP-F9", "EP-F10", "EP-F11"):
         get(view).summary(table)
         get(view).figure(table, s)
+
+
+def test_trajreg_lambda_stays_positive_and_free_of_weight_decay():
+    """lambda = exp(rho) cannot cross zero however far rho is pushed, and weight decay (which
+    would pull it towards 1, or an unconstrained lambda towards 0) does not touch it."""
+    layer = ept.TrajReg()
+    with torch.no_grad():
+        layer.rho.fill_(-50.0)
+    assert layer.lam.item() > 0
+    model = ept.conv_net("trajreg", 4, (1, 8, 8), 4, 2.0, 0.0, seed=1)
+    opt = Recipe(optimizer="sgd", lr=0.1, weight_decay=5e-4).optimizer_for(model.parameters())
+    groups = {id(p): g["weight_decay"] for g in opt.param_groups for p in g["params"]}
+    regs = [m for m in model.modules() if isinstance(m, ept.TrajReg)]
+    assert all(groups[id(m.rho)] == 0.0 for m in regs)
+    rates = {id(p): g["lr"] for g in opt.param_groups for p in g["params"]}
+    assert all(rates[id(m.rho)] == pytest.approx(0.1 * ept.RHO_LR_SCALE) for m in regs)
+    assert {wd for p, wd in groups.items() if p not in {id(m.rho) for m in regs}} == {5e-4}
+
+
+def test_trajectory_regularised_nets_train_well_above_chance_on_three_seeds():
+    """EP-F11: with lambda kept positive and learning slowly, the regularised conv net learns on
+    every seed (before, 2 of these 3 seeds stayed at chance, 10%, on the quick settings)."""
+    import yaml
+
+    from conftest import ROOT
+    from reluinit.config import settings
+
+    s = settings(yaml.safe_load((ROOT / "config.yaml").read_text()), "EP-F8", "quick")
+    s = {**s, "variants": ["trajreg"], "reps": 3, "runs_per_job": 3, "n_pieces": 20}
+    e = get("EP-F8")
+    (key,) = e.parts(s)
+    table = e.measure(s, key, device="cpu")
+    finals = table[table["kind"] == "epoch"].groupby("run")["final_test_acc"].first()
+    assert len(finals) == 3 and (finals > 0.3).all(), finals
+    lambdas = table.loc[table["kind"] == "lambda", "value"]
+    assert (lambdas > 0).all()

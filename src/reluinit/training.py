@@ -88,6 +88,18 @@ class Recipe:
         return self.lr * self.gamma ** sum(epoch > m for m in milestones)
 
     def optimizer_for(self, params) -> torch.optim.Optimizer:
+        """The optimizer over ``params``; parameters marked ``no_weight_decay`` (a learnt scale such
+        as EP's trajectory-regularization lambda) get none, and one with an ``lr_scale`` learns at
+        that multiple of the recipe's rate (``fit`` keeps the multiple through the schedule)."""
+        params = list(params)
+        special = [p for p in params if getattr(p, "no_weight_decay", False) or hasattr(p, "lr_scale")]
+        if special:
+            groups = [{"params": [p for p in params if not any(p is q for q in special)], "lr_scale": 1.0}]
+            for p in special:
+                scale = getattr(p, "lr_scale", 1.0)
+                groups.append({"params": [p], "lr": self.lr * scale, "lr_scale": scale,
+                               **({"weight_decay": 0.0} if getattr(p, "no_weight_decay", False) else {})})
+            params = [g for g in groups if g["params"]]
         if self.optimizer == "sgd":
             return torch.optim.SGD(params, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay,
                                    nesterov=self.nesterov)
@@ -320,7 +332,7 @@ def fit(model: nn.Module, train: DeviceData, test: DeviceData, recipe: Recipe, *
         started = time.perf_counter()
         lr = recipe.lr_at(epoch, n_epochs)
         for group in opt.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * group.get("lr_scale", 1.0)
         loss_sum = torch.zeros((), device=device)
         correct = torch.zeros((), device=device, dtype=torch.long)
         seen, finite = 0, torch.ones((), device=device, dtype=torch.bool)

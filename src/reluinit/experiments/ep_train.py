@@ -18,9 +18,11 @@ Conventions and our readings of what the paper leaves open:
   "Step 0" in a way that divided by a near-zero variance, which we do not reproduce).
 * Length rows (``kind == "length"``) have ``layer``: 0 the input, an integer ``b`` the output of
   EP's block ``b``; in a block with a normalisation layer (batch norm or trajectory
-  regularization) the output of its convolution, before the normalisation, is at ``b - 0.5``
-  (``stage == "conv"``) and the block output at ``b`` is ``stage == "norm"`` (after norm and ReLU);
-  other stages are ``conv``, ``pool``, ``fc``, ``readout`` (FC nets: ``hidden``, ``readout``).
+  regularization) the output of its convolution is at ``b - 0.5`` (``stage == "conv"``), that of
+  the normalisation layer alone at ``b - 0.25`` (``stage == "norm"``: batch norm's own effect on
+  the length, which EP's Figure 10 draws dotted) and the block output, after the ReLU, at ``b``
+  (``stage == "relu"``); other stages are ``conv``, ``pool``, ``fc``, ``readout`` (FC nets:
+  ``hidden``, ``readout``).
 * Weight scale (EP-F9, ``kind == "sigma_w"``): ``std(W) * sqrt(fan_in)`` of each conv/linear
   layer, ``layer`` being its EP block number.
 * EP-F6 noise (our reading of "noise of magnitude m"): Gaussian noise of standard deviation
@@ -35,7 +37,8 @@ Conventions and our readings of what the paper leaves open:
   of the same size; ``include_readout: true`` adds a run training the readout alone. Train
   accuracy is re-measured in eval mode after training (``final_train_acc``).
 * Trajectory regularization (EP-F11, ``TrajReg``): every batch norm of the BN net is replaced by a
-  layer that multiplies its input by a learnt scalar lambda (init 1) at train and test time and,
+  layer that multiplies its input by a learnt scalar lambda = exp(rho) > 0 (init 1, no weight
+  decay, learning rate 1/100 of the recipe's: ``TrajReg``) at train and test time and,
   in training, adds ``coef * lambda * (current length / original length)`` to the loss
   (``coef = trajreg_coef``, EP: 0.01). "Current length": the length of the piecewise-linear
   trajectory through the minibatch's images at that layer, in minibatch order (adjacent points,
@@ -86,22 +89,39 @@ def chord_length(x: torch.Tensor) -> torch.Tensor:
     return (x[1:] - x[:-1]).norm(dim=1).sum()
 
 
+RHO_LR_SCALE = 0.01
+
+
 class TrajReg(nn.Module):
     """EP's trajectory regularization layer (module doc): output ``lambda * x``; in training mode,
     with ``orig`` (the minibatch's input-space length) set, it keeps ``penalty = coef * lambda *
-    chord_length(x) / orig`` for the loss to collect (``take_penalty``)."""
+    chord_length(x) / orig`` for the loss to collect (``take_penalty``).
+
+    lambda = exp(rho) is learnt through rho: an unconstrained lambda can cross zero (and did, nets
+    then trained at chance), which flips the sign of everything after it and turns the penalty into
+    a reward. rho is exempt from weight decay (``no_weight_decay``), which would pull lambda to 1,
+    and learns at ``RHO_LR_SCALE`` times the recipe's rate: one scalar gathers the gradient of a whole
+    layer, and at the full rate the five lambdas shrank together in the first steps (to about 0.17
+    each, logits x 1e-4) and 2 of 3 quick seeds stayed at chance, with or without the penalty."""
 
     def __init__(self, coef: float = 0.01):
         super().__init__()
         self.coef = coef
-        self.lam = nn.Parameter(torch.ones(()))
+        self.rho = nn.Parameter(torch.zeros(()))
+        self.rho.no_weight_decay = True
+        self.rho.lr_scale = RHO_LR_SCALE
         self.orig: torch.Tensor | None = None
         self.penalty: torch.Tensor | None = None
 
+    @property
+    def lam(self) -> torch.Tensor:
+        return self.rho.exp()
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        lam = self.lam
         if self.training and self.orig is not None and len(x) > 1:
-            self.penalty = self.coef * self.lam * chord_length(x) / self.orig
-        return self.lam * x
+            self.penalty = self.coef * lam * chord_length(x) / self.orig
+        return lam * x
 
     def take_penalty(self) -> torch.Tensor | None:
         p, self.penalty = self.penalty, None
@@ -175,7 +195,8 @@ def stages(model: nn.Module) -> list[tuple[float, int, str, nn.Module]]:
             mods = list(child)
             k = next(i for i, m in enumerate(mods) if _is_norm(m))
             out.append((b - 0.5, b, "conv", nn.Sequential(*mods[:k])))
-            out.append((float(b), b, "norm", nn.Sequential(*mods[k:])))
+            out.append((b - 0.25, b, "norm", mods[k]))  # the normalisation alone: its own effect
+            out.append((float(b), b, "relu", nn.Sequential(*mods[k + 1:])))
             continue
         if isinstance(child, nn.MaxPool2d):
             stage = "pool"
@@ -336,8 +357,8 @@ def conv_run(s: dict, run: dict, data, device, checkpoint: Checkpoint | None) ->
     log.info("run %s: %s conv net, final test accuracy %.4f", run["key"], variant, result.final["test_acc"])
     extra = []
     if variant == "trajreg":
-        extra = [{"kind": "lambda", "param": n, "value": p.item()} for n, p in model.named_parameters()
-                 if n.endswith(".lam")]
+        extra = [{"kind": "lambda", "param": n, "value": m.lam.item()} for n, m in model.named_modules()
+                 if isinstance(m, TrajReg)]
     return _run_table(result, extra, run=run["key"], variant=variant, rep=run["rep"], net_seed=run["seed"],
                       dataset=split.name, width=s["width"], sigma_w2=s["sigma_w2"], n_pieces=s["n_pieces"],
                       recipe=s["recipe"].get("name", ""))
@@ -418,8 +439,8 @@ def f9_summary(table: pd.DataFrame) -> pd.DataFrame:
 
 def f10_figure(table: pd.DataFrame, s: dict):
     variants = [v for v in ("plain", "bn", "trajreg") if v in set(table["variant"])]
-    titles = {"plain": "no batch norm", "bn": "batch norm (dotted: into a BN layer)",
-              "trajreg": "trajectory regularization (dotted)"}
+    titles = {"plain": "no batch norm", "bn": "batch norm (dotted: the BN layer alone)",
+              "trajreg": "trajectory regularization (dotted: its layer alone)"}
     fig, axes = plotting.panels(len(variants), width=5.0, height=4.0, integer_x=True)
     for ax, v in zip(axes, variants):
         _length_panel(ax, _lengths(table, v), titles[v])
@@ -433,10 +454,16 @@ def f10_figure(table: pd.DataFrame, s: dict):
 
 
 def f10_summary(table: pd.DataFrame) -> pd.DataFrame:
-    """As EP-F8's, for every variant, with each normalisation stage's length ratio (after / before)."""
+    """As EP-F8's, for every variant, with the length ratio (after / before) of each normalisation
+    layer alone and of the ReLU after it, at the first and the last epoch."""
     df = _length_summary(table, ["plain", "bn", "trajreg"])
-    prev = df.groupby("variant")["length_final"].shift(1)
-    return df.assign(norm_ratio_final=np.where(df["stage"] == "norm", df["length_final"] / prev, np.nan))
+    out = {}
+    for when in ("init", "final"):
+        prev = df.groupby("variant")[f"length_{when}"].shift(1)
+        for stage in ("norm", "relu"):
+            mask = df["stage"] == stage
+            out[f"{stage}_ratio_{when}"] = np.where(mask, df[f"length_{when}"] / prev, np.nan)
+    return df.assign(**out)
 
 
 def f11_figure(table: pd.DataFrame, s: dict):
