@@ -1,5 +1,7 @@
 """Exact region geometry checked against brute force: dense sampling, areas, perturbations."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -109,3 +111,66 @@ def test_transitions_equal_dense_sampling(activation):
         changes = (patterns[1:] != patterns[:-1]).sum().item()
         assert changes == split.transitions()[i].item()
         assert split.transitions()[i] >= split.regions()[i] - 1
+
+
+def _trained(widths, seed, steps=100):
+    """A net after Adam on a toy 3-class task: its kinks move off the init's, many far out."""
+    net = sample_mlp(widths, "he", readout=True, bias_std=1e-3, seed=seed, dtype=F64)
+    params = [*net.weights, *net.biases]
+    for p in params:
+        p.requires_grad_(True)
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(128, widths[0], generator=g, dtype=F64)
+    y = (x[:, 0] > 0).long() + (x[:, 1] > 0.5).long()
+    opt = torch.optim.Adam(params, lr=1e-2)
+    for _ in range(steps):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(net.forward(x)[1], y).backward()
+        opt.step()
+    for p in params:
+        p.requires_grad_(False)
+    return net
+
+
+@pytest.mark.parametrize("trained", [False, True])
+def test_infinite_line_counts_every_kink(trained):
+    """The whole line t ∈ ℝ: the same count as a segment long enough to hold every kink, and
+    beyond the outermost kinks the pattern never changes. The segment from -x to x misses kinks."""
+    widths = [5, 12, 12, 12, 3]
+    net = _trained(widths, seed=3) if trained else sample_mlp(widths, "he", readout=True, bias_std=1e-3, seed=3,
+                                                              dtype=F64)
+    x = torch.randn(40, 5, generator=torch.Generator().manual_seed(4), dtype=F64)
+    origin = torch.zeros_like(x)
+    whole = split_lines(net, origin, x, -math.inf, math.inf)
+    assert torch.isinf(whole.t0).sum() == len(x) and torch.isinf(whole.t1).sum() == len(x)
+    reach = 2 * whole.t0[torch.isfinite(whole.t0)].abs().max().item() + 1
+    long = split_lines(net, origin, x, -reach, reach)
+    assert torch.equal(whole.regions(), long.regions())
+    assert torch.equal(whole.pattern, long.pattern) and torch.equal(whole.line, long.line)
+    # Far out on either side each line stays in its end interval's region.
+    first = torch.ones(len(whole.line), dtype=torch.bool)
+    first[1:] = whole.line[1:] != whole.line[:-1]
+    last = torch.roll(first, -1)
+    for t, ends in ((-reach, first), (-1e6 * reach, first), (reach, last), (1e6 * reach, last)):
+        assert torch.equal(activation_pattern(net, t * x), whole.pattern[ends])
+    segment = split_lines(net, -x, x).regions()  # what LR-F5 used to count
+    assert (whole.regions() >= segment).all()
+    if trained:
+        assert (whole.regions() > segment).sum() >= 5
+
+
+def test_infinite_line_with_a_neuron_constant_along_it():
+    """A neuron whose weights are orthogonal to the line stays on one piece everywhere, also on the
+    unbounded end intervals (where evaluating it at t = ±inf would give inf * 0)."""
+    w1 = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]], dtype=F64)  # kink at t = 1, none, t = -2
+    b1 = torch.tensor([-1.0, 1.0, -2.0], dtype=F64)
+    w2 = torch.tensor([[0.1, 1.0, 0.0]], dtype=F64)  # 0.5 + 0.1 relu(t - 1) > 0: never a kink
+    b2 = torch.tensor([-0.5], dtype=F64)
+    from reluinit.nets import MLP
+
+    net = MLP([w1, w2, torch.ones(1, 1, dtype=F64)], [b1, b2, torch.zeros(1, dtype=F64)], readout=True)
+    whole = split_lines(net, torch.zeros(1, 2, dtype=F64), torch.tensor([[1.0, 0.0]], dtype=F64), -math.inf, math.inf)
+    assert whole.regions().item() == 3
+    assert whole.t1[:-1].tolist() == [-2.0, 1.0]
+    assert (whole.pattern[:, 1] == 1).all() and (whole.pattern[:, 3] == 1).all()
+    assert torch.isinf(whole.length_pre).all() and not torch.isnan(whole.length_post).any()

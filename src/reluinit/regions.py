@@ -4,7 +4,8 @@ Everything here is exact up to floating point (float64 recommended): nothing is 
 
 * ``split_lines``: every straight line ``x(t) = x0 + t (x1 - x0)`` is cut at each point where
   some neuron's pre-activation crosses a kink of the activation (0 for ReLU, ±1 for hard-tanh),
-  layer by layer, carrying the affine map of ``t`` on each interval. Batched over lines.
+  layer by layer, carrying the affine map of ``t`` on each interval. Batched over lines; the
+  range of ``t`` may be all of ℝ (the whole line, its end intervals unbounded).
 * ``plane_regions``: a square in the plane through three points is cut into convex polygons by
   every neuron's (bent) hyperplane, layer by layer.
 * ``boundary_distance``: distance from points to the boundary of their activation region.
@@ -90,9 +91,22 @@ class LineSplit:
         return counts.index_add_(0, self.line[1:], changes.long() * same_line)
 
 
+def _interior_point(t0: torch.Tensor, t1: torch.Tensor) -> torch.Tensor:
+    """A point strictly inside each interval, also when an end is infinite: the midpoint, else one
+    step (at least 1, and at least the end's magnitude) beyond the finite end, else 0."""
+    lo, hi = torch.isfinite(t0), torch.isfinite(t1)
+    mid = torch.where(lo & hi, 0.5 * (t0 + t1), torch.zeros_like(t0))
+    mid = torch.where(lo & ~hi, t0 + 1 + t0.abs(), mid)
+    return torch.where(~lo & hi, t1 - 1 - t1.abs(), mid)
+
+
 def split_lines(net: MLP, x0: torch.Tensor, x1: torch.Tensor, t_min: float = 0.0, t_max: float = 1.0,
                 keep_pattern: bool = True, max_intervals: int | None = None) -> LineSplit:
     """Split the lines from ``x0[i]`` to ``x1[i]`` (``[L, n_0]``) on ``[t_min, t_max]`` exactly.
+
+    ``t_min=-math.inf, t_max=math.inf`` splits the whole (infinite) line: every kink is a root of
+    an affine function of ``t``, found without bounding ``t``, and the first and last intervals
+    are unbounded (their lengths infinite where the map is not constant).
 
     ``keep_pattern=False`` drops the per-interval patterns (``[K, n_neurons]`` int8, the largest
     thing held) when only lengths or the output map are wanted. With ``max_intervals`` the
@@ -132,12 +146,13 @@ def split_lines(net: MLP, x0: torch.Tensor, x1: torch.Tensor, t_min: float = 0.0
         t0, t1 = st[:-1][keep], st[1:][keep]
         line, za, zb = line[k_new], za[k_new], zb[k_new]
         patterns = [p[k_new] for p in patterns]
-        code = _codes(za + 0.5 * (t0 + t1)[:, None] * zb, net.activation)
+        code = _codes(za + _interior_point(t0, t1)[:, None] * zb, net.activation)
         if keep_pattern:
             patterns.append(code)
         a, b = _post(za, zb, code, net.activation)
         for out, slope in ((lengths_pre, zb), (lengths_post, b)):
-            seg = (t1 - t0) * torch.linalg.vector_norm(slope, dim=1)
+            norm = torch.linalg.vector_norm(slope, dim=1)
+            seg = torch.where(norm > 0, (t1 - t0) * norm, torch.zeros_like(norm))  # no inf * 0
             out.append(torch.zeros(n_lines, dtype=dtype, device=device).index_add_(0, line, seg))
     pattern = torch.cat(patterns, dim=1) if patterns else torch.zeros(len(t0), 0, dtype=torch.int8, device=device)
     stack = lambda xs: torch.stack(xs) if xs else torch.zeros(0, n_lines, dtype=dtype, device=device)  # noqa: E731

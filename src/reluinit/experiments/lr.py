@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import math
 
 import numpy as np
 import pandas as pd
@@ -13,7 +14,7 @@ import torch
 from .. import datasets, plotting, training
 from ..nets import resolve_device, sample_mlp
 from ..regions import boundary_distance, plane_regions, sawtooth, split_lines
-from . import Experiment, register, resolve_part
+from . import Experiment, part_seed, register, resolve_part
 
 log = logging.getLogger(__name__)
 
@@ -189,16 +190,27 @@ def _rows(p: dict, state: dict, net, **columns) -> pd.DataFrame:
                                         net_seed=state["seed"])
 
 
+def line_examples(s: dict, net_seed: int, n_train: int) -> tuple[torch.Tensor, int]:
+    """The training examples a run's lines pass through: ``n_lines`` of them, drawn without
+    replacement per run (as the paper samples 100 lines from each run), from a seed of the
+    experiment's own and the run's, so no two runs share their lines by construction."""
+    seed = part_seed(s["seed"], net_seed)
+    return torch.randperm(n_train, generator=torch.Generator().manual_seed(seed))[: s["n_lines"]], seed
+
+
 def f5_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
-    """Regions along lines through 0 and a training example x (the segment from -c x to c x,
-    c = line_extent), at every checkpoint (exact)."""
+    """Regions along the whole (infinite) line through 0 and a training example, at every
+    checkpoint (exact): the paper counts "the total number of regions on an infinite line", and
+    training moves kinks far beyond any fixed segment."""
     p, states, data = _checkpoints(s, key, inputs)
-    x = s["line_extent"] * data.x[: s["n_lines"]].flatten(1).double()
+    examples, line_seed = line_examples(s, int(states[0]["seed"]), len(data.x))
+    x = data.x[examples].flatten(1).double()
     frames = []
     for state in states:
         net = training.restore(state, resolve_device(device))
-        split = split_lines(net, -x, x)
-        frames.append(_rows(p, state, net, line=np.arange(len(x)), regions=split.regions().cpu().numpy()))
+        split = split_lines(net, torch.zeros_like(x), x, -math.inf, math.inf)
+        frames.append(_rows(p, state, net, line=np.arange(len(x)), example=examples.numpy(),
+                            regions=split.regions().cpu().numpy()).assign(line_seed=line_seed))
     df = pd.concat(frames, ignore_index=True)
     return df.assign(regions_per_neuron=df["regions"] / df["neurons"])
 
@@ -206,9 +218,9 @@ def f5_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFra
 def f5_figure(table: pd.DataFrame, s: dict):
     fig, axes = plotting.panels(1, width=6.0)
     sns.lineplot(data=table, x="epoch", y="regions_per_neuron", hue="arch", errorbar="se", marker="o", ax=axes[0])
-    axes[0].set(ylabel="regions along a line / #neurons",
-                title=f"LR-F5: {table['line'].nunique()} lines x {table['run'].nunique()} runs "
-                      f"({table['dataset'].iloc[0]})")
+    axes[0].set(ylabel="regions on the line / #neurons",
+                title=f"LR-F5: whole lines through 0 and a training example\n{table['line'].nunique()} lines "
+                      f"x {table['run'].nunique()} runs ({table['dataset'].iloc[0]})")
     return fig
 
 
@@ -244,8 +256,12 @@ def f6_figure(table: pd.DataFrame, s: dict):
     axes[0].set(yscale="log", ylabel="mean distance to boundary", title="(a) dashed: c / #neurons")
     sns.lineplot(data=per_net, x="epoch", y="neurons_x_distance", hue="arch", marker="o", ax=axes[1], legend=False)
     axes[1].set(ylabel="#neurons x mean distance", title="(b)")
-    sns.scatterplot(data=per_net, x="test_acc", y="distance", hue="arch", ax=axes[2], legend=False)
-    axes[2].set(yscale="log", xlabel="test accuracy", ylabel="mean distance", title="(c)")
+    # (c) as the paper: #neurons x distance against test accuracy, each architecture's mean over
+    # runs joined in epoch order (its path through training).
+    path = per_net.groupby(["arch", "epoch"], as_index=False)[["test_acc", "neurons_x_distance"]].mean()
+    sns.lineplot(data=path, x="test_acc", y="neurons_x_distance", hue="arch", sort=False, marker="o",
+                 ax=axes[2], legend=False)
+    axes[2].set(xlabel="test accuracy", ylabel="#neurons x mean distance", title="(c) through training")
     fig.suptitle("LR-F6: distance to the nearest region boundary through training")
     return fig
 
@@ -293,7 +309,9 @@ def data_plane(x: torch.Tensor, y: torch.Tensor, digits=(0, 1, 2), scale: float 
 def f8_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
     """Exact regions of the trained net in the data plane, at every checkpoint (vertex rows)."""
     p, states, data = _checkpoints(s, key, inputs)
-    centre, e1, e2, half, _ = data_plane(data.x.flatten(1), data.y, scale=s["half_side_factor"])
+    centre, e1, e2, half, corners = data_plane(data.x.flatten(1), data.y, scale=s["half_side_factor"])
+    # The plane's three examples, in its (u, v) coordinates, for the figure to mark.
+    marks = {f"digit{d}_{axis}": corners[d, i] for d in range(3) for i, axis in enumerate("uv")}
     frames = []
     for state in states:
         net = training.restore(state)
@@ -302,7 +320,7 @@ def f8_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFra
                 for j, (u, v) in enumerate(poly.vertices)]
         df = pd.DataFrame(rows, columns=["region", "vertex", "u", "v", "area", "bounded"])
         frames.append(_rows(p, state, net, **{c: df[c] for c in df}).assign(
-            n_regions=len(polygons), half_side=half))
+            n_regions=len(polygons), half_side=half, **marks))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -313,6 +331,10 @@ def f8_figure(table: pd.DataFrame, s: dict):
     for ax, epoch in zip(axes, epochs):
         g = first[first["epoch"] == epoch]
         plotting.polygons(ax, g)
+        for d in range(3):  # the three training examples the plane passes through
+            u, v = g[f"digit{d}_u"].iloc[0], g[f"digit{d}_v"].iloc[0]
+            ax.plot(u, v, "o", ms=9, mfc="white", mec="k", mew=1.2, zorder=3)
+            ax.annotate(str(d), (u, v), ha="center", va="center", fontsize=7, fontweight="bold", zorder=4)
         ax.set(title=f"epoch {epoch}: {g['n_regions'].iloc[0]} regions", xticks=[], yticks=[])
     n = first["neurons"].iloc[0]
     fig.suptitle(f"LR-F8: regions in the plane through digits 0, 1, 2 ({first['arch'].iloc[0]}, "
