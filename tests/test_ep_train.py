@@ -189,3 +189,19 @@ def test_trajectory_regularised_nets_train_well_above_chance_on_three_seeds():
     assert len(finals) == 3 and (finals > 0.3).all(), finals
     lambdas = table.loc[table["kind"] == "lambda", "value"]
     assert (lambdas > 0).all()
+
+
+def test_ep_f7_draws_accuracy_through_training_one_curve_per_trained_layer():
+    """EP's Figures 7 and 17 plot accuracy against training time, one line per trained layer."""
+    import pandas as pd
+
+    rows = [{"kind": "epoch", "run": f"layer{l}-rep0", "trained_layer": l, "epoch": e, "dataset": "digits",
+             "train_acc": 0.1 * e + 0.01 * l, "test_acc": 0.1 * e} for l in (1, 2, 3) for e in (0, 1, 2, 3)]
+    s = {"width": 8, "depth": 4, "sigma_w2": 1.0, "activation": "hardtanh"}
+    for exp in ("EP-F7", "EP-F17"):
+        fig = get(exp).figure(pd.DataFrame(rows), s)
+        train_ax, test_ax = fig.axes[:2]
+        curves = [line for line in train_ax.get_lines() if len(line.get_xdata()) == 3]
+        assert len(curves) == 3 and all(list(c.get_xdata()) == [1, 2, 3] for c in curves)
+        assert sorted(round(c.get_ydata()[0], 3) for c in curves) == [0.11, 0.12, 0.13]
+        assert train_ax.get_xlabel() == "epoch" and test_ax.get_ylabel() == "test accuracy"

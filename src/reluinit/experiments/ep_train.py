@@ -587,15 +587,20 @@ one_parts, one_measure = _train_measure(one_layer_run, lambda s: product_runs(s,
 
 
 def one_figure(table: pd.DataFrame, s: dict, fig_id: str):
-    final = table[table["kind"] == "epoch"].sort_values("epoch").groupby("run", as_index=False).last()
-    long = pd.concat([final.assign(split="train", accuracy=final["final_train_acc"]),
-                      final.assign(split="test", accuracy=final["final_test_acc"])], ignore_index=True)
-    fig, axes = plotting.panels(1, width=5.0, height=3.6, integer_x=True)
-    sns.lineplot(data=long, x="trained_layer", y="accuracy", hue="split", marker="o", errorbar="se", ax=axes[0])
-    axes[0].set(xlabel="trained layer l (weights $W^{(l)}$, others frozen at init)", ylabel="final accuracy")
-    axes[0].set_title(f"{fig_id}: one layer trained, {final['dataset'].iloc[0]}, width {s['width']}, "
-                      f"depth {s['depth']}, {s.get('activation', 'hardtanh')}, $\\sigma_w^2$ = {s['sigma_w2']:g}",
-                      fontsize=8)
+    """EP's Figures 7 and 17: train and test accuracy through training, one curve per trained layer
+    (train accuracy as recorded over each epoch's batches)."""
+    epochs = table[(table["kind"] == "epoch") & (table["epoch"] > 0)]
+    epochs = epochs.assign(layer=epochs["trained_layer"].map(lambda l: f"$W^{{({l:g})}}$"))
+    order = [f"$W^{{({l:g})}}$" for l in sorted(epochs["trained_layer"].unique())]
+    fig, axes = plotting.panels(2, width=4.4, height=3.6)
+    for ax, col, split in zip(axes, ("train_acc", "test_acc"), ("train", "test")):
+        sns.lineplot(data=epochs, x="epoch", y=col, hue="layer", hue_order=order, palette="viridis", marker="o",
+                     ms=3, errorbar="se", ax=ax, legend=split == "test")
+        ax.set(xlabel="epoch", ylabel=f"{split} accuracy", title=f"{split}")
+    axes[1].legend(title="trained layer", fontsize=7)
+    fig.suptitle(f"{fig_id}: one layer trained (others frozen at init), {epochs['dataset'].iloc[0]}, width "
+                 f"{s['width']}, depth {s['depth']}, {s.get('activation', 'hardtanh')}, "
+                 f"$\\sigma_w^2$ = {s['sigma_w2']:g}", fontsize=9)
     return fig
 
 
