@@ -143,7 +143,10 @@ def test_quick_scale_builds_every_target(workdir):
     for exp in built:
         for ext in ("pdf", "png"):
             assert (results / "figures" / f"{exp}.{ext}").stat().st_size > 1000
-        assert f"{exp} summary:" in (results / "logs" / "figures" / f"{exp}.log").read_text()
+        log = (results / "logs" / "figures" / f"{exp}.log").read_text()
+        assert f"{exp} summary:" in log
+        # every figure rendered: no title or label past the picture's edge, no overlapping ticks
+        assert "layout problem" not in log, [line for line in log.splitlines() if "layout problem" in line]
     # Experiments that train: one row per epoch of every run, final and best-epoch accuracy.
     for exp in [e for e in built if experiments.get(e).trains and not experiments.get(e).source]:
         table = pd.read_csv(results / experiments.paper_of(exp) / f"{exp}.csv")

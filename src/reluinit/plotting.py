@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import re
 from pathlib import Path
 
 import matplotlib
@@ -37,11 +39,92 @@ def panels(n: int, width: float = 4.2, height: float = 3.4, integer_x: bool = Fa
 
 
 def save(fig, paths: list[str | Path]) -> None:
-    """Write ``fig`` to every path (format from the suffix) and close it."""
+    """Write ``fig`` to every path (format from the suffix) and close it; log (as a warning) any
+    text that the picture cuts or that overlaps its neighbour (``layout_problems``)."""
+    wrap_titles(fig)
+    for problem in layout_problems(fig):
+        logging.getLogger(__name__).warning("layout problem: %s", problem)
     for path in paths:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=150)
     plt.close(fig)
+
+
+def _wrap(text: str, width: int) -> str:
+    """``text`` broken at spaces into lines of at most ``width`` characters, never inside $math$."""
+    lines = []
+    for para in text.split("\n"):
+        line = ""
+        for word in re.findall(r"(?:[^\s$]|\$[^$]*\$)+", para):
+            if line and len(line) + 1 + len(word) > width:
+                lines.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def wrap_titles(fig) -> None:
+    """Break every title (the figure's and each axes') that is wider than the figure into lines that
+    fit, so that no saved picture cuts its title; the layout engine makes room for the lines."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    titles = [fig._suptitle] if fig._suptitle is not None else []
+    titles += [ax.title for ax in fig.axes if ax.get_visible()]
+    for text in titles:
+        content = text.get_text()
+        if not content.strip():
+            continue
+        for _ in range(4):  # shrink the line width until it fits (a few draws at most)
+            ext = text.get_window_extent(renderer)
+            centre = (ext.x0 + ext.x1) / 2  # titles are centred: room on both sides of the centre
+            room = 2 * min(centre - fig.bbox.x0, fig.bbox.x1 - centre)
+            if ext.width <= room - 4:
+                break
+            longest = max(len(line) for line in text.get_text().split("\n"))
+            text.set_text(_wrap(content, max(20, int(longest * (room - 4) / ext.width) - 1)))
+            fig.canvas.draw()
+            renderer = fig.canvas.get_renderer()
+
+
+def _texts(fig):
+    """(what, text artist) of every title, axis label and tick label a reader must be able to read."""
+    out = [("suptitle", fig._suptitle)] if fig._suptitle is not None else []
+    for i, ax in enumerate(a for a in fig.axes if a.get_visible()):
+        out += [(f"axes {i} title", t) for t in (ax.title, ax._left_title, ax._right_title)]
+        out += [(f"axes {i} x label", ax.xaxis.label), (f"axes {i} y label", ax.yaxis.label)]
+        out += [(f"axes {i} x tick", t) for t in _shown_ticks(ax, "x")]
+        out += [(f"axes {i} y tick", t) for t in _shown_ticks(ax, "y")]
+    return [(what, t) for what, t in out if t.get_visible() and t.get_text().strip()]
+
+
+def _shown_ticks(ax, which: str):
+    """The tick labels matplotlib draws: those inside the axis' view limits."""
+    lo, hi = sorted(ax.get_xlim() if which == "x" else ax.get_ylim())
+    labels = ax.get_xticklabels() if which == "x" else ax.get_yticklabels()
+    pos = 0 if which == "x" else 1
+    return [t for t in labels if t.get_visible() and t.get_text().strip() and lo <= t.get_position()[pos] <= hi]
+
+
+def layout_problems(fig, slack: float = 1.0) -> list[str]:
+    """Texts that run past the figure's edge (the saved picture cuts them), and x tick labels of one
+    axes that overlap each other; measured with the renderer after the layout engine has run."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    box = fig.bbox
+    problems = []
+    for what, text in _texts(fig):
+        ext = text.get_window_extent(renderer)
+        past = {"left": box.x0 - ext.x0, "right": ext.x1 - box.x1, "bottom": box.y0 - ext.y0, "top": ext.y1 - box.y1}
+        for edge, by in past.items():
+            if by > slack:
+                problems.append(f"{what} {text.get_text()!r} runs {by:.0f} px past the figure's {edge} edge")
+    for i, ax in enumerate(a for a in fig.axes if a.get_visible()):
+        ticks = sorted((t.get_window_extent(renderer) for t in _shown_ticks(ax, "x")), key=lambda e: e.x0)
+        if any(b.x0 < a.x1 - slack for a, b in zip(ticks, ticks[1:])):
+            problems.append(f"axes {i} x tick labels overlap")
+    return problems
 
 
 def polygons(ax, vertices, seed: int = 0) -> None:
