@@ -79,6 +79,10 @@ def test_quick_scale_dry_run_is_small(workdir):
     jobs = _jobs(run.stdout)
     # A few jobs per catalogue figure (parts, figure, target), not hundreds.
     assert jobs["measure"] == _n_parts("quick") and jobs["total"] < 5 * len(CONFIG["experiments"]) + 20
+    assert "results/quick/OP/OP-F1.csv" in run.stdout and "results/paper" not in run.stdout
+    # a user-set results folder holds the scale trees in turn
+    moved = snakemake("op_f1", "-n", "--cores", "2", "--config", "scale=quick", "results=elsewhere", cwd=workdir)
+    assert moved.returncode == 0 and "elsewhere/quick/OP/OP-F1.csv" in moved.stdout, moved.stderr[-2000:]
 
 
 def test_bad_config_stops_before_any_job(workdir):
