@@ -1,6 +1,7 @@
 """Pruners against their definitions: mask gradients, a known Hessian, SynFlow's conservation law,
 exact global sparsity, masks that survive training, and deep ResNets in float64."""
 
+import copy
 import math
 
 import pytest
@@ -142,19 +143,62 @@ def test_rp_bounds():
     assert all(0 < b <= 1.0 for b in bounds) and bounds[0] > bounds[1] > bounds[2]  # more uneven, earlier collapse
 
 
-def test_rescaling_a_pruned_cnn_restores_each_channels_fan_in_variance():
+def test_rescaling_a_pruned_cnn_is_eq7_per_channel_and_kernel_position():
+    """Eq. 7 against a loop over its definition: one rho per (out channel, kh, kw), constant over
+    input channels, giving every slice's kept weights the dense sum of squares sigma_w^2 / 9 (fan-in
+    n_{l-1} * 9 for 3x3); a linear row is one slice (sigma_w^2); empty slices stay zero."""
     from reluinit.pruning import rescale
 
-    model = initialize(VanillaCNN(1, 8, 3, 10), "sigma", sigma_w=1.5, seed=7)
+    model = initialize(VanillaCNN(4, 8, 3, 10), "sigma", sigma_w=1.5, seed=7).double()
     masks = prune(model, "random", 0.3, seed=1)
     apply_masks(model, masks)
+    before = {n: w.detach().clone() for n, w in prunable(model).items()}
     rescale(model, masks, sigma_w=1.5)
     for name, w in prunable(model).items():
-        per_channel = (w**2).flatten(1).sum(dim=1)
-        kept = masks[name].flatten(1).any(dim=1)
-        torch.testing.assert_close(per_channel[kept], torch.full_like(per_channel[kept], 1.5**2))
-        assert (w[~masks[name]] == 0).all()
-    rescale(model, masks)  # the authors' Algorithm 1: unit sum of squares
-    name, w = next(iter(prunable(model).items()))
-    kept = masks[name].flatten(1).any(dim=1)  # a channel with nothing kept stays at zero
-    torch.testing.assert_close((w**2).flatten(1).sum(dim=1)[kept], torch.ones(int(kept.sum())))
+        w0, m = before[name], masks[name]
+        positions = w0[0, 0].numel()
+        expected = torch.zeros_like(w0)
+        for o in range(w0.shape[0]):
+            for pos in range(positions):  # brute force: the definition, slice by slice
+                sl = (o, slice(None), *divmod(pos, w0.shape[-1])) if w0.dim() == 4 else (o, slice(None))
+                alpha = (w0[sl][m[sl]] ** 2).sum()
+                if alpha > 0:
+                    expected[sl] = w0[sl] * (1.5**2 / positions / alpha).sqrt()
+        torch.testing.assert_close(w.detach(), expected, rtol=1e-12, atol=0)
+        slices = (w**2).sum(dim=1)  # [out, kh, kw] or [out]
+        kept = m.any(dim=1)
+        assert (~kept).any() or w0.dim() == 2  # the test does meet empty slices in the convs
+        torch.testing.assert_close(slices[kept], torch.full_like(slices[kept], 1.5**2 / positions))
+        assert (slices[~kept] == 0).all() and (w[~m] == 0).all()
+    rescale(model, masks)  # sigma_w=None, the authors' normalisation: a unit sum of squares per slice
+    for name, w in prunable(model).items():
+        slices, kept = (w**2).sum(dim=1), masks[name].any(dim=1)
+        torch.testing.assert_close(slices[kept], torch.ones_like(slices[kept]))
+
+
+def test_rescaling_changes_a_pruned_vgg_with_batch_norm():
+    """BN in train mode divides each channel by its batch std, so any one factor per output
+    channel cancels: rescaling only acts through Eq. 7's per-position factors. On the pruned VGG16
+    the features before the classifier must move by a good fraction of their scale."""
+    from reluinit.models import build
+    from reluinit.pruning import rescale
+
+    model = initialize(build("vgg16", 10, (3, 32, 32)), "he", seed=8).train()
+    x = torch.randn(8, 3, 32, 32, generator=torch.Generator().manual_seed(2))
+    masks = prune(model, "magnitude", 0.05)
+    apply_masks(model, masks)
+    features = nn.Sequential(*list(model)[:-1])  # all but the readout, whose row factor no BN cancels
+    with torch.no_grad():
+        before = features(x)
+        rescale(model, masks, sigma_w=math.sqrt(2))
+        after = features(x)
+        # the premise, checked: any positive factor per output channel leaves the features alone
+        scaled = copy.deepcopy(model)
+        gen = torch.Generator().manual_seed(3)
+        for m in scaled.modules():
+            if isinstance(m, nn.Conv2d):
+                w = m.parametrizations.weight.original
+                w.mul_(0.5 + 1.5 * torch.rand(w.shape[0], 1, 1, 1, generator=gen))
+        torch.testing.assert_close(nn.Sequential(*list(scaled)[:-1])(x), after, rtol=1e-3, atol=1e-3)
+    assert (after - before).abs().max() > 0.2 * before.abs().max()  # per-channel factors: ~1e-4 of it
+    assert torch.linalg.vector_norm(after - before) > 0.2 * torch.linalg.vector_norm(before)

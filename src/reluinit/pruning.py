@@ -196,24 +196,33 @@ def sparsity(masks: Masks) -> float:
 
 @torch.no_grad()
 def rescale(model: nn.Module, masks: Masks, sigma_w: float | None = None) -> nn.Module:
-    """Scale every unit's kept incoming weights (a row of a linear layer, an output channel of a
-    conv) so their sum of squares is ``sigma_w^2``: each kept weight then has variance
-    sigma_w^2 / (kept fan-in), and the pruned net is back on the EOC it was initialized on
-    (Proposition 1, the paper's variance).
+    """The rescaling trick, Eq. 7: one factor rho per (output unit, kernel position), constant over
+    input channels, so that the kept weights of every such slice again carry the variance of the
+    dense init. A linear row is a single slice; a conv [out, in, kh, kw] has kh*kw slices per
+    output channel. Per-position factors matter: with batch norm after a conv, a single factor
+    per output channel would be cancelled exactly, and the rescaling would do nothing.
 
-    ``sigma_w=None`` is the authors' code and Algorithm 1 as printed: rho = 1 / sqrt(sum of kept
-    W^2), a unit sum of squares. It equals the paper's variance only when sigma_w = 1; for ReLU
-    (sigma_w^2 = 2 on the EOC) it halves the variance. Units with nothing kept stay at zero.
+    With ``sigma_w`` each slice's kept sum of squares becomes sigma_w^2 / (kh*kw): Eq. 7's
+    n_{l-1} E[(rho W delta)^2] = 1 in units of the dense variance sigma_w^2 / (n_{l-1} kh kw),
+    i.e. what the dense layer (fan-in n_{l-1} kh kw) has per position, summing to sigma_w^2 per
+    output unit (Proposition 1: the pruned net is back on the EOC it was initialized on).
+
+    ``sigma_w=None`` is Algorithm 1 as printed, rho = 1 / sqrt(sum of kept W^2), applied to each
+    slice: a unit sum of squares per row or per (channel, position). It matches the paper's
+    variance only for a linear layer with sigma_w = 1; for a ReLU FFNN (sigma_w^2 = 2) it halves
+    the variance, for a 3x3 conv it is 9 / sigma_w^2 times it. (An audit of the authors' code
+    reports a sum of squares of 4 per slice for ReLU VGGs: not checked here, and not what this
+    does.) Slices with nothing kept stay at zero.
     """
     modules = dict(model.named_modules())
     for name, mask in masks.items():
         module = modules[name.rsplit(".", 1)[0]]
         w = module.parametrizations.weight.original if parametrize.is_parametrized(module, "weight") else module.weight
-        kept = (w * mask).flatten(1)
-        alpha = (kept**2).sum(dim=1)
-        target = 1.0 if sigma_w is None else sigma_w**2
+        alpha = ((w * mask) ** 2).sum(dim=1, keepdim=True)  # [out, 1, *kernel]: one per slice
+        positions = w[0, 0].numel()  # kh * kw for a conv, 1 for a linear layer
+        target = 1.0 if sigma_w is None else sigma_w**2 / positions
         rho = torch.where(alpha > 0, (target / alpha.clamp_min(1e-300)).sqrt(), torch.zeros_like(alpha))
-        w.mul_(rho.view(-1, *([1] * (w.dim() - 1))))
+        w.mul_(rho)
     return model
 
 

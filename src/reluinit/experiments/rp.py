@@ -7,7 +7,10 @@ Choices the paper leaves open (also in the README):
   authors' tanh point), the chaotic point is sigma_w = 3 at the same sigma_b, and the ordered
   point of RP-Th1 is the sigma_w that gives chi = exp(-8 kappa) at sigma_b = 1.
 * RP-T7's nets are L square N x N layers whose first layer has variance sigma_w^2 / (gamma N)
-  (alpha_1 = gamma, the others 1); MBP needs no data, so the input is not used.
+  (alpha_1 = gamma, the others 1); MBP needs no data, so the input is not used. gamma is the
+  variance ratio throughout (net and bound); the sweep adds 15 because Table 7's gamma = 5 and 10
+  columns match variance ratios 10 and 15 (bound 0.81 / 0.72). Its 5.77 at gamma = 2 is not the
+  infimum over eps: that evaluates to 0.996 here (0.961 with gamma itself as the scale ratio).
 * RP-F2 prunes ResNet32 and Stable ResNet32 (doubled filters, Kaiming init) with SBP at the
   configured sparsity; RP-F4 is the same measurement shown as the pruned share.
 """
