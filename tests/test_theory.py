@@ -38,3 +38,20 @@ def test_lemmas_hold_on_sampled_layers(direction):
     net = sample_mlp([100, m, 10], "he_fan_out", readout=True, seed=7)
     eps = distortion(norm_ratios(net, x, y)[direction][:, 0])
     assert (eps > theory.op_epsilon(m, delta)).float().mean().item() <= delta
+
+
+def test_rp_theorem1_readings_build_the_net_and_the_bound_in_one_base():
+    """RP-Th1 reads kappa = |log chi| / 8 with ln or with log10, each for both the net's chi and
+    the bound: the log10 reading gives the paper's 27% at kappa = 0.2, L = N = 100; ln gives 62%."""
+    import math
+
+    from reluinit.experiments.rp import READINGS, ordered_sigma_w
+    from reluinit.meanfield import chi
+    from reluinit.theory import rp_theorem1_bound
+
+    bounds = {}
+    for reading, log in READINGS.items():
+        c = chi(ordered_sigma_w(0.2, 1.0, "tanh", reading), 1.0, "tanh")
+        assert abs(log(c)) / 8 == pytest.approx(0.2, rel=1e-6), reading
+        bounds[reading] = rp_theorem1_bound(c, 100, 100, log=log)
+    assert bounds["log10"] == pytest.approx(0.27, abs=0.01) and bounds["ln"] == pytest.approx(0.62, abs=0.01)
