@@ -241,3 +241,18 @@ def test_lr_training_resumes_only_its_own_run(tmp_path, caplog):
         other = training.train_classifier({**spec, "lr": 5e-3}, "d2w16", seed=5, device="cpu", resume=path, run=0)
     assert "lr 0.01 -> 0.005: starting afresh" in caplog.text
     assert not torch.equal(first[-1]["weights"][0], other[-1]["weights"][0])
+
+
+def test_cifar_is_normalised_with_the_rp_authors_fixed_constants_when_asked():
+    """RP's tables normalise CIFAR with fixed constants (the authors' code), not data statistics."""
+    from unittest import mock
+
+    x = torch.rand(6, 3, 4, 4)
+    split = datasets.Split(x, torch.arange(6) % 3, "cifar10")
+    with mock.patch.object(datasets, "load", return_value=split):
+        s = {"dataset": "cifar10", "data_dir": "unused", "scale": "paper"}
+        fixed, _, _ = training.load_data(s, "cpu", fixed_stats=True)
+        own, _, _ = training.load_data(s, "cpu")
+    mean, std = (torch.tensor(c).view(1, 3, 1, 1) for c in datasets.FIXED_STATS["cifar10"])
+    assert torch.allclose(fixed.x, (x - mean) / std)
+    assert torch.allclose(own.x.mean(dim=(0, 2, 3)), torch.zeros(3), atol=1e-6)  # its own statistics

@@ -63,6 +63,11 @@ class DatasetUnavailable(RuntimeError):
     """A dataset could be neither found on disk nor downloaded; the message says what to do."""
 
 
+# Per-channel (mean, std) of [0, 1] pixels with which the RP authors' code normalises CIFAR (fixed
+# constants, not the training set's own statistics); ``training.load_data(fixed_stats=True)``.
+FIXED_STATS = {name: ((0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010)) for name in ("cifar10", "cifar100")}
+
+
 @dataclass
 class Split:
     """One split of a dataset, with the name of what was actually loaded."""

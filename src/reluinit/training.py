@@ -373,12 +373,18 @@ def fit(model: nn.Module, train: DeviceData, test: DeviceData, recipe: Recipe, *
     return run
 
 
-def load_data(s: dict, device, channels_last: bool = False) -> tuple[DeviceData, DeviceData, datasets.Split]:
+def load_data(s: dict, device, channels_last: bool = False,
+              fixed_stats: bool = False) -> tuple[DeviceData, DeviceData, datasets.Split]:
     """The train and test splits of ``s["dataset"]`` (the quick stand-in at the quick scale) on the
-    device, normalised with the training set's statistics; and the training split itself (for
-    pruning batches)."""
+    device, normalised with the training set's statistics, or with ``fixed_stats`` the constants
+    a dataset has in ``datasets.FIXED_STATS`` (CIFAR, as the RP authors' code); and the training
+    split itself (for pruning batches)."""
     split = datasets.load(s["dataset"], s["data_dir"], train=True, scale=s["scale"])
-    train = DeviceData.from_split(split, device, channels_last=channels_last)
+    mean = std = None
+    if fixed_stats and split.name in datasets.FIXED_STATS:
+        mean, std = (torch.tensor(c, dtype=torch.float32, device=device).view(1, -1, 1, 1)
+                     for c in datasets.FIXED_STATS[split.name])
+    train = DeviceData(split.x, split.y, device, mean=mean, std=std, channels_last=channels_last)
     test = DeviceData.from_split(datasets.load(s["dataset"], s["data_dir"], train=False, scale=s["scale"]), device,
                                  like=train, channels_last=channels_last)
     return train, test, split

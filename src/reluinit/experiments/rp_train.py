@@ -125,7 +125,8 @@ def run_table(axes_of):
             if ds in s.get("recipes_by_dataset", {}):  # RP-T2: 160 epochs on CIFAR-10, 250 on CIFAR-100
                 settings["recipe"] = s["recipes_by_dataset"][ds]
             if ds not in loaded:
-                loaded[ds] = load_data(settings, dev, channels_last=settings["recipe"].get("channels_last", False))
+                loaded[ds] = load_data(settings, dev, channels_last=settings["recipe"].get("channels_last", False),
+                                       fixed_stats=True)  # CIFAR with the authors' constants
             out.append(train_pruned(settings, run, loaded[ds], dev, run_checkpoint(checkpoints, run_key, settings, run)))
         return pd.concat(out, ignore_index=True)
 
