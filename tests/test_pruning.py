@@ -202,3 +202,25 @@ def test_rescaling_changes_a_pruned_vgg_with_batch_norm():
         torch.testing.assert_close(nn.Sequential(*list(scaled)[:-1])(x), after, rtol=1e-3, atol=1e-3)
     assert (after - before).abs().max() > 0.2 * before.abs().max()  # per-channel factors: ~1e-4 of it
     assert torch.linalg.vector_norm(after - before) > 0.2 * torch.linalg.vector_norm(before)
+
+
+def test_rp_tables_initialise_resnets_as_the_authors_do():
+    """RP's ResNets: convs N(0, 2 / fan_out) (Kaiming fan-out), the classifier N(0, 0.01^2), no bias;
+    an FFNN keeps He by fan-in."""
+    from types import SimpleNamespace
+
+    from reluinit.experiments.rp_train import run_model
+
+    split = SimpleNamespace(n_classes=10, x=torch.zeros(1, 3, 32, 32))
+    run = {"method": "snip", "model": "resnet32", "activation": "relu", "init": "he", "width": None, "seed": 3}
+    model, name, _, _ = run_model({}, run, split)
+    convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    big = max(convs, key=lambda m: m.weight.numel())
+    fan_out = big.weight.shape[0] * big.weight[0, 0].numel()
+    assert big.weight.std().item() == pytest.approx(math.sqrt(2 / fan_out), rel=0.02)
+    fc = [m for m in model.modules() if isinstance(m, torch.nn.Linear)][-1]
+    assert fc.weight.std().item() == pytest.approx(0.01, rel=0.05) and float(fc.bias.abs().max()) == 0.0
+    ffnn = {**run, "model": "ffnn", "width": 100, "depth": 3}
+    model, _, _, _ = run_model({}, ffnn, SimpleNamespace(n_classes=10, x=torch.zeros(1, 1, 28, 28)))
+    lin = [m for m in model.modules() if isinstance(m, torch.nn.Linear)][1]
+    assert lin.weight.std().item() == pytest.approx(math.sqrt(2 / 100), rel=0.05)

@@ -174,6 +174,8 @@ def initialize(model: nn.Module, scheme: str = "he", sigma_w: float | None = Non
                seed: int = 0) -> nn.Module:
     """Weights of every conv/linear layer N(0, v / fan_in) with v = 2 (``he``), 2 fan_in / (fan_in +
     fan_out) (``glorot``) or sigma_w^2 (``eoc`` or any phase point); biases N(0, sigma_b^2).
+    ``kaiming_fan_out`` is the RP authors' ResNet init: convs N(0, 2 / fan_out), fan_out = out
+    channels x kernel size, and linear layers (the classifier) N(0, 0.01^2), biases 0.
     Batch norms keep torch's weight 1, bias 0."""
     gen = torch.Generator().manual_seed(seed)
     for _, m in weight_layers(model):
@@ -183,12 +185,15 @@ def initialize(model: nn.Module, scheme: str = "he", sigma_w: float | None = Non
             std = math.sqrt(2.0 / fan_in)
         elif scheme == "glorot":
             std = math.sqrt(2.0 / (fan_in + fan_out))
+        elif scheme == "kaiming_fan_out":
+            std = math.sqrt(2.0 / fan_out) if m.weight.dim() > 2 else 0.01
+            sigma_b = 0.0
         elif scheme == "sigma":
             if sigma_w is None:
                 raise ValueError("scheme 'sigma' needs sigma_w")
             std = sigma_w / math.sqrt(fan_in)
         else:
-            raise ValueError(f"unknown initialization {scheme!r}; known: he, glorot, sigma")
+            raise ValueError(f"unknown initialization {scheme!r}; known: he, glorot, sigma, kaiming_fan_out")
         m.weight.copy_(torch.randn(m.weight.shape, generator=gen, dtype=torch.float64) * std)
         if m.bias is not None:
             m.bias.copy_(torch.randn(m.bias.shape, generator=gen, dtype=torch.float64) * sigma_b)

@@ -20,6 +20,7 @@ import math
 
 import pandas as pd
 import seaborn as sns
+from torch import nn
 
 from .. import datasets, plotting
 from ..meanfield import eoc_sigma_w
@@ -58,15 +59,26 @@ def init_point(s: dict, init: str, activation: str) -> tuple[str, float | None, 
     raise ValueError(f"unknown initialization {init!r}; known: he, eoc, ordered")
 
 
-def train_pruned(s: dict, run: dict, data, device, checkpoint: Checkpoint | None) -> pd.DataFrame:
-    """One run (module doc); ``data`` = (train, test, training split) of its dataset."""
-    train, test, split = data
+def run_model(s: dict, run: dict, split) -> tuple[nn.Module, str, float | None, float]:
+    """The run's net, initialized: (model, its name, sigma_w, sigma_b). He-initialized ResNets use
+    the authors' ResNet init (``kaiming_fan_out``: convs by fan-out, classifier N(0, 0.01^2)), which
+    changes what magnitude pruning and, through the classifier, SNIP see."""
     pruner, stable, rescaled = METHODS[run["method"]]
     name = f"stable_{run['model']}" if stable else run["model"]
     model = build(name, split.n_classes, tuple(split.x.shape[1:]), run["activation"], width=run["width"],
                   depth=run.get("depth"))
     scheme, sigma_w, sigma_b = init_point(s, run["init"], run["activation"])
+    if scheme == "he" and "resnet" in name:
+        scheme = "kaiming_fan_out"
     initialize(model, scheme, sigma_w=sigma_w, sigma_b=sigma_b, seed=run["seed"])
+    return model, name, sigma_w, sigma_b
+
+
+def train_pruned(s: dict, run: dict, data, device, checkpoint: Checkpoint | None) -> pd.DataFrame:
+    """One run (module doc); ``data`` = (train, test, training split) of its dataset."""
+    train, test, split = data
+    pruner, stable, rescaled = METHODS[run["method"]]
+    model, name, sigma_w, sigma_b = run_model(s, run, split)
     model.to(device)
     masks = resume_masks(checkpoint)
     if masks is None and pruner is not None:
