@@ -224,3 +224,23 @@ def test_rp_tables_initialise_resnets_as_the_authors_do():
     model, _, _, _ = run_model({}, ffnn, SimpleNamespace(n_classes=10, x=torch.zeros(1, 1, 28, 28)))
     lin = [m for m in model.modules() if isinstance(m, torch.nn.Linear)][1]
     assert lin.weight.std().item() == pytest.approx(math.sqrt(2 / 100), rel=0.05)
+
+
+def test_rp_t8_stable_resnet50_builds_and_trains_a_step_on_224_images():
+    """RP-T8's headline method (SBP-SR) needs the Stable ResNet50: torchvision's ImageNet ResNet50
+    with every bottleneck's residual branch divided by sqrt(16); one CPU forward/backward step."""
+    from reluinit.experiments.rp_train import run_model
+    from reluinit.models import Scale
+    from types import SimpleNamespace
+
+    run = {"method": "sbp_sr", "model": "resnet50_imagenet", "activation": "relu", "init": "he", "width": None,
+           "seed": 0}
+    model, name, _, _ = run_model({}, run, SimpleNamespace(n_classes=1000, x=torch.zeros(1, 3, 224, 224)))
+    assert name == "stable_resnet50_imagenet"
+    scales = [m.factor for m in model.modules() if isinstance(m, Scale)]
+    assert len(scales) == 16 and all(f == pytest.approx(0.25) for f in scales)
+    x, y = torch.randn(2, 3, 224, 224), torch.tensor([3, 999])
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    grads = [p.grad for p in model.parameters()]
+    assert torch.isfinite(loss) and all(g is not None and torch.isfinite(g).all() for g in grads)

@@ -54,7 +54,10 @@ def test_paper_scale_dry_run_lists_the_catalogue_jobs(workdir):
     assert len(trained) == len(set(trained))
     for n in range(3):
         assert f"results/paper/RP/RP-T2/cifar100-resnet104-sbp_sr-sparsity0.98-rep{n}.csv" in out
-    assert "RP-T8" not in out  # optional: configured, not in `all`
+    assert "RP-T8" not in out  # optional: configured, not in `all`, but complete: its own dry run plans
+    t8 = snakemake("rp_t8", "-n", "--cores", "2", cwd=workdir)
+    assert t8.returncode == 0, t8.stderr[-2000:]
+    assert "fetch_imagenet" in t8.stdout and "RP-T8/resnet50_imagenet-sbp_sr-sparsity0.85-rep0.csv" in t8.stdout
     assert sum(f"results/paper/OP/OP-F{i}/" in line for line in out.splitlines() for i in (1, 2, 3)) >= 8 + 1 + 3
     # Each job's message states its sizes: 2000 samples in R^500, 10 layers (20 for OP-F3).
     f1 = re.search(r"OP-F1 \[he_fan_out-w4060\] at the paper scale.*", out).group(0)

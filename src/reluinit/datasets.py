@@ -111,6 +111,8 @@ def fetch(name: str, root: str | Path) -> dict:
     """Make ``name`` available under ``root`` (downloading if needed) and describe it."""
     if name == "tiny_imagenet":
         return fetch_tiny_imagenet(root)
+    if name == "imagenet":
+        return find_imagenet(root)
     cls = _torchvision_class(name)
     root = Path(root)
     counts = {}
@@ -131,6 +133,25 @@ def fetch(name: str, root: str | Path) -> dict:
                 socket.setdefaulttimeout(previous)
         counts["train" if train else "test"] = len(ds)
     return {"dataset": name, "root": str(root), "source": "torchvision", **counts}
+
+
+IMAGENET_DIR = "imagenet"
+
+
+def find_imagenet(root: str | Path) -> dict:
+    """ImageNet (ILSVRC 2012) cannot be downloaded for you: its terms must be accepted at
+    image-net.org. Check that it is under ``root/imagenet/{train,val}/<class>/`` (ImageFolder
+    layout, 1,000 class folders each) and describe it; otherwise say exactly where to put it."""
+    folder = Path(root) / IMAGENET_DIR
+    classes = {split: sorted(p.name for p in (folder / split).iterdir() if p.is_dir()) if (folder / split).is_dir()
+               else [] for split in ("train", "val")}
+    if not classes["train"] or classes["train"] != classes["val"]:
+        raise DatasetUnavailable(
+            f"ImageNet is not under {folder.resolve()}: download ILSVRC 2012 from https://image-net.org (after "
+            f"accepting its terms) and put the images in {folder.resolve()}/train/<class>/ and "
+            f"{folder.resolve()}/val/<class>/ (one folder per class, the same 1,000 in both); then rerun.")
+    return {"dataset": "imagenet", "root": str(root), "source": "image-net.org (by hand)",
+            "classes": len(classes["train"])}
 
 
 def _open_torchvision(cls, root: Path, train: bool, download: bool):

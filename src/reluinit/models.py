@@ -143,6 +143,34 @@ class EPConvNet(nn.Sequential):
                          nn.Linear(hidden, n_out))
 
 
+class Scale(nn.Module):
+    """Multiply by a constant (the Stable ResNet's 1/sqrt(L) on a residual branch)."""
+
+    def __init__(self, factor: float):
+        super().__init__()
+        self.factor = factor
+
+    def forward(self, x):
+        return x * self.factor
+
+    def extra_repr(self) -> str:
+        return f"factor={self.factor:.6g}"
+
+
+def resnet50_imagenet(n_out: int, stable: bool = False) -> nn.Module:
+    """torchvision's ImageNet ResNet50 (16 bottleneck blocks); ``stable``: each block's residual
+    branch, after its last batch norm, divided by sqrt(16) (the authors' Stable ResNet, as for the
+    CIFAR ResNets), the shortcut unscaled."""
+    import torchvision
+
+    model = torchvision.models.resnet50(num_classes=n_out)
+    if stable:
+        blocks = [b for layer in (model.layer1, model.layer2, model.layer3, model.layer4) for b in layer]
+        for block in blocks:
+            block.bn3 = nn.Sequential(block.bn3, Scale(1 / math.sqrt(len(blocks))))
+    return model
+
+
 def build(name: str, n_out: int, in_shape: tuple[int, ...], activation: str = "relu", **kw) -> nn.Module:
     """A model by name: ``ffnn``, ``cnn``, ``vgg16``, ``vgg16x3``, ``resnet<d>``, ``stable_resnet<d>``,
     ``epconv``, ``epconv_bn`` and (RP-T8) ``resnet50_imagenet``."""
@@ -154,10 +182,8 @@ def build(name: str, n_out: int, in_shape: tuple[int, ...], activation: str = "r
         return VGG16(in_shape[0], n_out, 3 if name.endswith("x3") else 1, activation)
     if name in ("epconv", "epconv_bn"):
         return EPConvNet(in_shape, n_out, kw.get("width", 32), activation, batch_norm=name.endswith("_bn"))
-    if name == "resnet50_imagenet":  # RP-T8 only: torchvision's ImageNet ResNet50 (bottlenecks)
-        import torchvision
-
-        return torchvision.models.resnet50(num_classes=n_out)
+    if name in ("resnet50_imagenet", "stable_resnet50_imagenet"):  # RP-T8: torchvision's ImageNet ResNet50
+        return resnet50_imagenet(n_out, stable=name.startswith("stable_"))
     for prefix, stable in (("stable_resnet", True), ("resnet", False)):
         if name.startswith(prefix) and name[len(prefix):].isdigit():
             return ResNet(int(name[len(prefix):]), n_out, in_shape[0], activation=activation, stable=stable)

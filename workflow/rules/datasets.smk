@@ -29,6 +29,20 @@ rule fetch_tiny_imagenet:
         "../scripts/fetch_dataset.py"
 
 
+# ImageNet (RP-T8, optional) cannot be downloaded by a rule: this one checks that it was put under
+# data_dir/imagenet/{train,val}/<class>/ by hand and says where to put it otherwise.
+rule fetch_imagenet:
+    output:
+        f"{DATA}/fetched/imagenet.json",
+    log:
+        log_file("datasets/imagenet"),
+    localrule: True
+    conda:
+        "../../envs/datasets.yaml"
+    script:
+        "../scripts/fetch_dataset.py"
+
+
 rule datasets:
     input:
         [f for name in TORCHVISION_DATASETS + ["tiny_imagenet"] for f in dataset_input(name)],
