@@ -41,8 +41,8 @@ def panels(n: int, width: float = 4.2, height: float = 3.4, integer_x: bool = Fa
 def save(fig, paths: list[str | Path]) -> None:
     """Write ``fig`` to every path (format from the suffix) and close it; log (as a warning) any
     text that the picture cuts or that overlaps its neighbour (``layout_problems``)."""
-    wrap_titles(fig)
-    for problem in layout_problems(fig):
+    wrap_titles(fig)  # leaves the canvas drawn with the final texts
+    for problem in layout_problems(fig, draw=False):
         logging.getLogger(__name__).warning("layout problem: %s", problem)
     for path in paths:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -107,10 +107,12 @@ def _shown_ticks(ax, which: str):
     return [t for t in labels if t.get_visible() and t.get_text().strip() and lo <= t.get_position()[pos] <= hi]
 
 
-def layout_problems(fig, slack: float = 1.0) -> list[str]:
+def layout_problems(fig, slack: float = 1.0, draw: bool = True) -> list[str]:
     """Texts that run past the figure's edge (the saved picture cuts them), and x tick labels of one
-    axes that overlap each other; measured with the renderer after the layout engine has run."""
-    fig.canvas.draw()
+    axes that overlap each other; measured with the renderer after the layout engine has run
+    (``draw=False``: the canvas is already drawn as it stands, e.g. by ``wrap_titles``)."""
+    if draw:
+        fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     box = fig.bbox
     problems = []

@@ -94,7 +94,8 @@ class Recipe:
         params = list(params)
         special = [p for p in params if getattr(p, "no_weight_decay", False) or hasattr(p, "lr_scale")]
         if special:
-            groups = [{"params": [p for p in params if not any(p is q for q in special)], "lr_scale": 1.0}]
+            ids = {id(p) for p in special}
+            groups = [{"params": [p for p in params if id(p) not in ids], "lr_scale": 1.0}]
             for p in special:
                 scale = getattr(p, "lr_scale", 1.0)
                 groups.append({"params": [p], "lr": self.lr * scale, "lr_scale": scale,
@@ -239,10 +240,9 @@ def load_checkpoint(path: str | Path, device="cpu") -> dict | None:
 
 # Bumped when what a checkpoint holds changes meaning: older checkpoints then start afresh.
 CHECKPOINT_FORMAT = 2
-_ANNOUNCED: set[str] = set()
 
 
-@dataclass(frozen=True)
+@dataclass
 class Checkpoint:
     """Where a training run keeps its resumable state, and the fingerprint of everything that
     determines the run (``provenance.settings_fingerprint``: model, init, pruning, recipe, dataset,
@@ -251,27 +251,28 @@ class Checkpoint:
 
     path: Path
     fingerprint: dict = field(default_factory=dict)
+    # found to hold another run: not read (nor reported) again until this run saves its own state
+    _stale: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self):
-        object.__setattr__(self, "path", Path(self.path))
-        object.__setattr__(self, "fingerprint", provenance.plain({**self.fingerprint, "format": CHECKPOINT_FORMAT}))
+        self.path = Path(self.path)
+        self.fingerprint = provenance.plain({**self.fingerprint, "format": CHECKPOINT_FORMAT})
 
     def load(self, device="cpu") -> dict | None:
         """The saved state of this run, or None when there is none or it belongs to another run."""
-        state = load_checkpoint(self.path, device)
+        state = None if self._stale else load_checkpoint(self.path, device)
         if state is None:
             return None
         changed = provenance.changes(state.get("fingerprint"), self.fingerprint)
         if changed:
-            line = f"{self.path}: {'; '.join(changed)}: starting afresh"
-            if line not in _ANNOUNCED:  # once, though the masks and the run both ask
-                _ANNOUNCED.add(line)
-                log.info(line)
+            self._stale = True
+            log.info("%s: %s: starting afresh", self.path, "; ".join(changed))
             return None
         return state
 
     def save(self, state: dict) -> None:
         save_checkpoint({**state, "fingerprint": self.fingerprint}, self.path)
+        self._stale = False
 
 
 def as_checkpoint(checkpoint: "Checkpoint | str | Path | None", **fingerprint) -> "Checkpoint | None":

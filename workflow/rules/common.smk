@@ -78,6 +78,7 @@ def figure_code(exp):
     return provenance.code_fingerprint(e.figure, e.summary, plotting.save)
 
 
+@functools.cache  # two rules (claims, scorecard) ask
 def claims_code():
     return provenance.code_fingerprint(claims.load, claims.scorecard, claims.write_html, claims.summary)
 

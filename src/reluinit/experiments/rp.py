@@ -120,9 +120,11 @@ READINGS = {"ln": math.log, "log10": math.log10}
 
 
 def ordered_sigma_w(kappa: float, sigma_b: float, activation: str, reading: str = "ln") -> float:
-    """The sigma_w (below the EOC) at which |log chi| = 8 kappa, the logarithm of ``reading``."""
-    target = math.exp(-8 * kappa) if reading == "ln" else 10 ** (-8 * kappa)
-    return brentq(lambda sw: chi(sw, sigma_b, activation) - target, 1e-3, eoc_sigma_w(sigma_b, activation))
+    """The sigma_w (below the EOC, where chi < 1) at which |log chi| = 8 kappa, the logarithm of
+    ``reading``."""
+    log_fn = READINGS[reading]
+    return brentq(lambda sw: log_fn(chi(sw, sigma_b, activation)) + 8 * kappa, 1e-3,
+                  eoc_sigma_w(sigma_b, activation))
 
 
 def th1_parts(s: dict) -> dict[str, dict]:
