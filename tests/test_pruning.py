@@ -244,3 +244,95 @@ def test_rp_t8_stable_resnet50_builds_and_trains_a_step_on_224_images():
     loss.backward()
     grads = [p.grad for p in model.parameters()]
     assert torch.isfinite(loss) and all(g is not None and torch.isfinite(g).all() for g in grads)
+
+
+def test_rp_vgg16_is_the_authors_and_is_pruned_without_its_batch_norms():
+    """RP-T5's VGG16 (issue 14, item 2): bias-free convolutions with circular padding, 4 max-poolings
+    and a 2x2 average pooling; the pruners score it without batch norm (the authors prune a BN-free
+    VGG and copy the weights into the BN model), and the masks come back under the model's names."""
+    from reluinit.models import VGG16, build, pruning_view
+
+    model = initialize(build("vgg16", 10, (3, 32, 32)), "he", seed=4).train()
+    convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
+    assert len(convs) == 13 and all(c.bias is None and c.padding_mode == "circular" for c in convs)
+    assert [type(m).__name__ for m in model if isinstance(m, (nn.MaxPool2d, nn.AvgPool2d))] == ["MaxPool2d"] * 4 + ["AvgPool2d"]
+    assert model(torch.randn(2, 3, 32, 32)).shape == (2, 10)
+    assert sum(isinstance(m, nn.Conv2d) for m in build("vgg16x3", 10, (3, 32, 32)).modules()) == 39
+    view = pruning_view(model)
+    assert not any(isinstance(m, nn.BatchNorm2d) for m in view.modules())
+    assert [w.data_ptr() for w in prunable(view).values()] == [w.data_ptr() for w in prunable(model).values()]
+
+    x, y = _batch(20, (3, 32, 32))
+    masks = prune(model, "snip", 0.1, x=x, y=y)
+    assert list(masks) == list(prunable(model))  # the model's names ("1.weight" skips a BN index)
+    twin = nn.Sequential(*[copy.deepcopy(m) for m in model if not isinstance(m, nn.BatchNorm2d)])
+    expected = masks_from_scores(snip_scores(twin, x, y), 0.1)
+    assert all(torch.equal(a, b) for a, b in zip(masks.values(), expected.values()))
+    with_bn = masks_from_scores(snip_scores(model, x, y), 0.1)  # what scoring with BN present keeps
+    assert any(not torch.equal(a, b) for a, b in zip(masks.values(), with_bn.values()))
+    ffnn = FFNN(4, 4, 1, 2)
+    assert isinstance(model, VGG16) and pruning_view(ffnn) is ffnn
+
+
+def test_row_shuffled_keeps_every_units_count_and_moves_the_weights():
+    from reluinit.pruning import row_shuffled
+
+    model = initialize(VanillaCNN(1, 8, 2, 10), "he", seed=1)
+    masks = prune(model, "magnitude", 0.3)
+    shuffled = row_shuffled(masks, seed=5)
+    for name, m in masks.items():
+        torch.testing.assert_close(shuffled[name].flatten(1).sum(1), m.flatten(1).sum(1))
+    assert any(not torch.equal(shuffled[n], m) for n, m in masks.items())
+
+
+def test_rescaled_net_with_a_mask_independent_of_it_is_back_on_the_edge_of_chaos():
+    """Proposition 1 under its own assumption (the mask independent of the weights and the inputs):
+    a tanh FFNN at the EOC, 70% of each row pruned at random, rescaled to sigma_w^2 per row,
+    measures chi = 1 again; pruned without rescaling it sits near 0.3 (chi scales with the kept
+    variance)."""
+    from reluinit.meanfield import eoc_sigma_w
+    from reluinit.pruning import chi_empirical, rescale
+
+    sigma_w = eoc_sigma_w(0.2, "tanh")
+    x = torch.randn(64, 100, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    chis, pruned = [], []
+    for seed in range(2):
+        model = initialize(FFNN(100, 150, 30, 10, "tanh"), "sigma", sigma_w=sigma_w, sigma_b=0.2, seed=seed).double()
+        masks = prune(model, "random", 0.3, seed=seed)
+        apply_masks(model, masks)
+        pruned.append(chi_empirical(model, x))
+        chis.append(chi_empirical(rescale(model, masks, sigma_w=sigma_w), x))
+    assert sum(chis) / 2 == pytest.approx(1.0, abs=0.03)
+    assert sum(pruned) / 2 < 0.5
+
+
+def test_rp_f1_measures_chi_over_nets_with_the_two_controls():
+    """RP-F1 (issue 14, item 8): chi of the dense, pruned and rescaled net is a mean over ``n_nets``
+    nets (one net's value moves by a few percent), beside two controls that keep the rescaling and
+    break the mask's dependence on the net: its per-row counts at random places, and the SBP mask
+    on freshly drawn weights."""
+    from reluinit.experiments import rp
+
+    s = {"seed": 3, "dataset": "digits", "data_dir": "unused", "scale": "quick", "activation": "tanh",
+         "depth": 12, "width": 40, "sparsity": 0.7, "sigma_b": 0.2, "chaotic_sigma_w": 3.0,
+         "batch_per_class": 4, "n_nets": 3}
+    t = rp.f1_measure(s, "eoc", device="cpu")
+    assert len(t) == 12 * 40 and (t["chi_nets"] == 3).all()
+    for stage in rp.CHI_STAGES:
+        assert t[f"chi_measured_{stage}"].nunique() == 1 and t[f"chi_measured_{stage}_sd"].iloc[0] > 0
+    first = rp.f1_measure({**s, "n_nets": 1}, "eoc", device="cpu")
+    assert first["kept_fraction"].equals(t["kept_fraction"])  # the first net is the one shown
+    assert abs(t["chi_measured_rescaled"].iloc[0] - 1) < abs(t["chi_measured_pruned"].iloc[0] - 1)
+
+
+@pytest.mark.parametrize("sigma_w", [3.0, 1.304145840057801, 1.0])
+def test_measured_chi_of_a_dense_net_is_the_mean_field_chi_in_every_phase(sigma_w):
+    """chi_empirical against meanfield.chi for a deep tanh net (sigma_b = 0.2): chaotic (1.85), EOC
+    (1) and ordered (0.78). A finite-difference probe read 1.44 for the chaotic net at depth 100:
+    the perturbation grows like chi^l until the activations saturate (issue 14, item 8)."""
+    from reluinit.meanfield import chi
+    from reluinit.pruning import chi_empirical
+
+    x = torch.randn(64, 100, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    model = initialize(FFNN(100, 200, 100, 10, "tanh"), "sigma", sigma_w=sigma_w, sigma_b=0.2, seed=1).double()
+    assert chi_empirical(model, x) == pytest.approx(chi(sigma_w, 0.2, "tanh"), rel=0.03)

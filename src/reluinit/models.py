@@ -5,10 +5,13 @@ Choices:
 * The vanilla CNN has no pooling and uses periodic (circular) padding by default, so every layer
   sees a translation-invariant input, as in the mean-field analysis of convolutions; ``padding=
   "zeros"`` is the other option. Its classifier averages each channel over space.
-* VGG16 is the CIFAR variant (13 conv layers with batch norm, max-pooling, one linear classifier).
-  RP's 3xVGG16 keeps the five pooling layers and has 3 times the convolutions inside each block
-  between two poolings (``repeat=3``). Poolings round up (``ceil_mode``), which changes nothing on
-  32x32 images and lets the quick scale's 8x8 digits through all five.
+* VGG16 is the RP authors' CIFAR variant: 13 bias-free 3x3 convolutions with circular padding,
+  each followed by batch norm and the activation, 4 max-poolings, a final 2x2 average pooling and
+  one linear classifier. The authors prune it without its batch norms and copy the weights into
+  the model that trains: ``pruning_view`` is that BN-free net, sharing the weights. RP's 3xVGG16
+  has 3 times the convolutions between two poolings (``repeat=3``). Poolings round up
+  (``ceil_mode``), which changes nothing on 32x32 images and lets the quick scale's 8x8 digits
+  through all five.
 * CIFAR ResNets: BasicBlocks, depth 6n + 2, channels [32, 64, 128] ("doubled filters"), 1x1
   convolution shortcuts where the shape changes. The Stable ResNet divides each residual branch
   (after its last batch norm) by sqrt(L), L the number of blocks (15/24/51 for ResNet32/50/104);
@@ -59,22 +62,36 @@ class VanillaCNN(nn.Sequential):
         super().__init__(*layers)
 
 
-VGG16_CFG = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"]
+# The RP authors' VGG16: 4 max-poolings ("M"), then a 2x2 average pooling ("A") before the classifier.
+VGG16_CFG = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "A"]
 
 
 class VGG16(nn.Sequential):
+    """The RP authors' VGG16 (module doc); ``repeat`` convolutions per entry of ``VGG16_CFG``."""
+
     def __init__(self, in_channels: int = 3, n_out: int = 10, repeat: int = 1, activation: str = "relu"):
         layers: list[nn.Module] = []
         c = in_channels
         for v in VGG16_CFG:
-            if v == "M":
-                layers.append(nn.MaxPool2d(2, ceil_mode=True))
+            if v in ("M", "A"):
+                layers.append((nn.MaxPool2d if v == "M" else nn.AvgPool2d)(2, ceil_mode=True))
                 continue
             for _ in range(repeat):
-                layers += [nn.Conv2d(c, v, 3, padding=1), nn.BatchNorm2d(v), _act(activation)]
+                layers += [nn.Conv2d(c, v, 3, padding=1, padding_mode="circular", bias=False), nn.BatchNorm2d(v),
+                           _act(activation)]
                 c = v
-        layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, n_out)]
+        layers += [nn.Flatten(), nn.Linear(c, n_out)]
         super().__init__(*layers)
+
+
+def pruning_view(model: nn.Module) -> nn.Module:
+    """The net a pruner should score: for a VGG16, the same layers without batch norm, sharing
+    the weights (the RP authors prune a BN-free VGG and copy its weights into the BN one); any other
+    model is itself. The view's conv and linear layers are the model's, in the same order, so masks
+    map back by ``weight_layers`` position (``rename_masks``)."""
+    if isinstance(model, VGG16):
+        return nn.Sequential(*[m for m in model if not isinstance(m, nn.BatchNorm2d)])
+    return model
 
 
 class BasicBlock(nn.Module):

@@ -25,7 +25,7 @@ from torch import nn
 from torch.func import functional_call
 from torch.nn.utils import parametrize
 
-from .models import weight_layers
+from .models import pruning_view, weight_layers
 
 Masks = dict[str, torch.Tensor]
 
@@ -53,6 +53,14 @@ def masks_from_scores(scores: dict[str, torch.Tensor], density: float) -> Masks:
 
 def _loss(model, params, x, y, temperature: float = 1.0):
     return nn.functional.cross_entropy(functional_call(model, params, (x,)) / temperature, y)
+
+
+def masks_for(model: nn.Module, view: nn.Module, masks: Masks) -> Masks:
+    """``masks`` computed on ``view``, a net built from ``model``'s own conv and linear layers
+    (``models.pruning_view``), keyed by those layers' names in ``model``."""
+    names = {id(m): name for name, m in weight_layers(model)}
+    modules = dict(view.named_modules())
+    return {f"{names[id(modules[key.rsplit('.', 1)[0]])]}.weight": m for key, m in masks.items()}
 
 
 def random_scores(model: nn.Module, seed: int) -> dict[str, torch.Tensor]:
@@ -121,7 +129,13 @@ def synflow_scores_once(model: nn.Module, in_shape: tuple[int, ...]) -> dict[str
 
 def prune(model: nn.Module, method: str, density: float, *, x=None, y=None, in_shape=None, seed: int = 0,
           rounds: int = 100, temperature: float = 200.0) -> Masks:
-    """Masks of ``method`` at ``density`` (the fraction of weights kept)."""
+    """Masks of ``method`` at ``density`` (the fraction of weights kept), scored on the model's
+    ``pruning_view`` (a VGG16 without its batch norms, as the RP authors prune it) and keyed by the
+    model's own layer names."""
+    view = pruning_view(model)
+    if view is not model:
+        return masks_for(model, view, prune(view, method, density, x=x, y=y, in_shape=in_shape, seed=seed,
+                                            rounds=rounds, temperature=temperature))
     if method == "synflow":
         return synflow_masks(model, in_shape, density, rounds)
     if method == "random":
@@ -135,6 +149,19 @@ def prune(model: nn.Module, method: str, density: float, *, x=None, y=None, in_s
     else:
         raise ValueError(f"unknown pruning method {method!r}; known: random, magnitude, snip, grasp, synflow")
     return masks_from_scores(scores, density)
+
+
+def row_shuffled(masks: Masks, seed: int) -> Masks:
+    """Each mask with every output unit's kept count placed at uniformly random positions in its
+    row (or conv slice of [in, kh, kw]): the per-unit densities of ``masks`` with a placement that
+    owes nothing to the net, the independence Proposition 1's proof of the rescaling assumes."""
+    gen = torch.Generator().manual_seed(seed)
+    out = {}
+    for name, m in masks.items():
+        rows = m.flatten(1)
+        ranks = torch.rand(rows.shape, generator=gen).argsort(dim=1).argsort(dim=1).to(m.device)
+        out[name] = (ranks < rows.sum(dim=1, keepdim=True)).view_as(m)
+    return out
 
 
 # --- masks in a model ---------------------------------------------------------------------------
@@ -226,17 +253,25 @@ def rescale(model: nn.Module, masks: Masks, sigma_w: float | None = None) -> nn.
     return model
 
 
-@torch.no_grad()
-def chi_empirical(model: nn.Sequential, x: torch.Tensor, skip: int = 5, eps: float = 1e-6) -> float:
+def chi_empirical(model: nn.Sequential, x: torch.Tensor, skip: int = 5) -> float:
     """chi = f'(1) of a fully connected net, measured: the mean over layers (after ``skip``) of
-    ‖dh_{l+1}‖^2 / ‖dh_l‖^2 for the pre-activations of inputs ``x`` and ``x + eps * u``."""
+    ‖J_l u‖^2 / ‖u‖^2, the growth of a tangent u of the inputs ``x`` through each hidden layer's
+    Jacobian (forward-mode, exact). A finite difference x + eps u is not infinitesimal deep in a
+    chaotic net (it grows like chi^l until the activations saturate: 1.44 for chi = 1.85 at depth
+    100); the tangent is rescaled after every layer instead, so it neither overflows nor dies.
+    nan when a layer is emptied (no tangent gets through it)."""
     gen = torch.Generator().manual_seed(0)
-    d = torch.randn(x.shape, generator=gen, dtype=x.dtype).to(x.device)
-    h, hd = x, x + eps * d / d.norm(dim=-1, keepdim=True)
-    gaps = []
+    u = torch.randn(x.shape, generator=gen, dtype=x.dtype).to(x.device)
+    h, u = x, u / u.norm(dim=-1, keepdim=True)
+    ratios, last = [], None
     for m in model:
-        h, hd = m(h), m(hd)
+        h, u = torch.func.jvp(m, (h,), (u,))
         if isinstance(m, nn.Linear):
-            gaps.append(((hd - h) ** 2).sum(dim=-1).mean())
-    ratios = torch.stack([b / a for a, b in zip(gaps[:-1], gaps[1:])])
-    return ratios[skip:-1].mean().item()  # the readout (last) is not a hidden layer
+            gap = (u**2).sum(dim=-1).mean()
+            if last is not None:
+                ratios.append(gap / last)
+            if gap > 0:
+                u = u / gap.sqrt()
+            last = (u**2).sum(dim=-1).mean()
+        h, u = h.detach(), u.detach()
+    return torch.stack(ratios)[skip:-1].mean().item()  # the readout (last) is not a hidden layer

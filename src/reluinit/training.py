@@ -238,8 +238,9 @@ def load_checkpoint(path: str | Path, device="cpu") -> dict | None:
     return torch.load(path, map_location=device, weights_only=True) if path.exists() else None
 
 
-# Bumped when what a checkpoint holds changes meaning: older checkpoints then start afresh.
-CHECKPOINT_FORMAT = 2
+# Bumped when what a checkpoint holds changes meaning: older checkpoints then start afresh
+# (3: RP's VGG16 became the authors', pruned without batch norm).
+CHECKPOINT_FORMAT = 3
 
 
 @dataclass
@@ -382,9 +383,10 @@ def load_data(s: dict, device, channels_last: bool = False,
     split itself (for pruning batches)."""
     split = datasets.load(s["dataset"], s["data_dir"], train=True, scale=s["scale"])
     mean = std = None
-    if fixed_stats and split.name in datasets.FIXED_STATS:
+    loaded = datasets.resolve(s["dataset"], s["scale"])  # split.name may say "subset"
+    if fixed_stats and loaded in datasets.FIXED_STATS:
         mean, std = (torch.tensor(c, dtype=torch.float32, device=device).view(1, -1, 1, 1)
-                     for c in datasets.FIXED_STATS[split.name])
+                     for c in datasets.FIXED_STATS[loaded])
     train = DeviceData(split.x, split.y, device, mean=mean, std=std, channels_last=channels_last)
     test = DeviceData.from_split(datasets.load(s["dataset"], s["data_dir"], train=False, scale=s["scale"]), device,
                                  like=train, channels_last=channels_last)

@@ -32,7 +32,7 @@ from ..meanfield import chi, eoc_sigma_w
 from ..models import FFNN, build, initialize
 from ..nets import resolve_device
 from ..pruning import (apply_masks, chi_empirical, critical_sparsity, layer_table, magnitude_scores,
-                       masks_from_scores, rescale, snip_scores)
+                       masks_from_scores, rescale, row_shuffled, snip_scores)
 from ..theory import rp_mbp_bound, rp_theorem1_bound
 from . import Experiment, part_seed, register, resolve_part
 
@@ -57,33 +57,60 @@ def f1_parts(s: dict) -> dict[str, dict]:
     return {"eoc": {}, "chaotic": {}}
 
 
+# Proposition 1's chi, measured per net: dense, pruned, rescaled, and two controls that keep the
+# rescaling but break one dependence of the SBP mask on the net: its per-row counts placed at random
+# positions ("random"), and the SBP mask on freshly drawn weights ("redrawn").
+CHI_STAGES = ("dense", "pruned", "rescaled", "rescaled_random", "rescaled_redrawn")
+
+
+def _chi_stages(s: dict, x, y, sigma_w: float, seed: int, dev) -> tuple[dict, dict[str, float]]:
+    """One net's SBP masks at ``sparsity`` and its measured chi at every stage of ``CHI_STAGES``."""
+    probe = x.flatten(1).double()
+    model = _ffnn(s, x[0].numel(), sigma_w, s["sigma_b"], seed, dev)
+    masks = masks_from_scores(snip_scores(model, x, y), 1 - s["sparsity"])
+    model = model.double()
+    out = {"dense": chi_empirical(model, probe)}
+    apply_masks(model, masks)
+    out["pruned"] = chi_empirical(model, probe)
+    out["rescaled"] = chi_empirical(rescale(model, masks, sigma_w=sigma_w), probe)
+    shuffled = row_shuffled(masks, seed)
+    control = _ffnn(s, x[0].numel(), sigma_w, s["sigma_b"], seed, dev).double()
+    out["rescaled_random"] = chi_empirical(rescale(apply_masks(control, shuffled), shuffled, sigma_w), probe)
+    redrawn = _ffnn(s, x[0].numel(), sigma_w, s["sigma_b"], part_seed(seed, 1), dev).double()
+    out["rescaled_redrawn"] = chi_empirical(rescale(apply_masks(redrawn, masks), masks, sigma_w), probe)
+    return masks, out
+
+
 def f1_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
-    """SBP at ``sparsity`` on a depth-100, width-100 FFNN; one row per hidden neuron: the share of
-    its incoming weights kept; with chi measured on the batch for the dense, pruned and rescaled
-    net (Proposition 1: pruning moves an EOC net off chi = 1, rescaling brings it back)."""
+    """SBP at ``sparsity`` on a depth-100, width-100 FFNN; one row per hidden neuron of the first
+    net: the share of its incoming weights kept. With chi measured on the batch at every stage of
+    ``CHI_STAGES`` for ``n_nets`` nets (mean and sd over them: Proposition 1 is a statement about
+    the random init, and one net's chi varies by a few percent), the first net being the one shown."""
     _, seed = resolve_part(f1_parts(s), s["seed"], key)
     dev = resolve_device(device)
     sigma_w = eoc_sigma_w(s["sigma_b"], s["activation"]) if key == "eoc" else s["chaotic_sigma_w"]
     x, y, data = _batch(s, seed, dev)
-    model = _ffnn(s, x[0].numel(), sigma_w, s["sigma_b"], seed, dev)
-    masks = masks_from_scores(snip_scores(model, x, y), 1 - s["sparsity"])
-    probe = x.flatten(1).double()
-    model = model.double()
-    chi_dense = chi_empirical(model, probe)
-    apply_masks(model, masks)
-    chi_pruned = chi_empirical(model, probe)
-    chi_rescaled = chi_empirical(rescale(model, masks, sigma_w=sigma_w), probe)
-    log.info("%s: measured chi %.3f dense, %.3f pruned, %.3f rescaled", key, chi_dense, chi_pruned, chi_rescaled)
+    per_net = []
+    for i in range(s["n_nets"]):
+        net_masks, chis = _chi_stages(s, x, y, sigma_w, seed if i == 0 else part_seed(seed, 100 + i), dev)
+        if i == 0:
+            masks = net_masks
+        per_net.append(chis)
+        log.info("%s net %d of %d: measured chi %s", key, i + 1, s["n_nets"],
+                 ", ".join(f"{k} {v:.3f}" for k, v in chis.items()))
+    chis = pd.DataFrame(per_net)
     rows = []
     for layer, m in enumerate(list(masks.values())[: s["depth"]], start=1):
         kept = m.double().mean(dim=1).cpu().numpy()
         rows.append(pd.DataFrame({"layer": layer, "neuron": np.arange(len(kept)), "kept_fraction": kept}))
     log.info("%s (sigma_w %.4f): %d of %d layers emptied", key, sigma_w, layer_table(masks)["collapsed"].sum(),
              len(masks))
+    measured = {f"chi_measured_{k}": chis[k].mean(skipna=False) for k in CHI_STAGES}
+    measured |= {f"chi_measured_{k}_sd": chis[k].std(ddof=1, skipna=False) if len(chis) > 1 else 0.0
+                 for k in CHI_STAGES}
     return pd.concat(rows, ignore_index=True).assign(
         phase=key, sigma_w=sigma_w, sigma_b=s["sigma_b"], chi=chi(sigma_w, s["sigma_b"], s["activation"]),
-        chi_measured_dense=chi_dense, chi_measured_pruned=chi_pruned, chi_measured_rescaled=chi_rescaled,
-        sparsity=s["sparsity"], net_seed=seed, dataset=data.name)
+        **measured, chi_nets=s["n_nets"], sparsity=s["sparsity"], net_seed=seed, dataset=data.name)
 
 
 def f1_figure(table: pd.DataFrame, s: dict):
@@ -92,8 +119,11 @@ def f1_figure(table: pd.DataFrame, s: dict):
         g = table[table["phase"] == phase]
         grid = g.pivot(index="layer", columns="neuron", values="kept_fraction")
         im = ax.imshow(grid.to_numpy(), aspect="auto", cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
+        values = {stage: g[f"chi_measured_{stage}"].iloc[0] for stage in CHI_STAGES[:3]}
+        measured = ", ".join(f"{k} {v:.3f}" if v == v else f"{k} n/a (a layer emptied)" for k, v in values.items())
         ax.set(title=f"{'EOC' if phase == 'eoc' else 'chaotic'}: $\\sigma_w$ = {g['sigma_w'].iloc[0]:.4g}, "
-                     f"$\\chi$ = {g['chi'].iloc[0]:.3g}", xlabel="neuron", ylabel="layer")
+                     f"$\\chi$ = {g['chi'].iloc[0]:.3g}\nmeasured (mean of {g['chi_nets'].iloc[0]} nets): {measured}",
+               xlabel="neuron", ylabel="layer")
         ax.grid(False)
     fig.colorbar(im, ax=axes, label="share of incoming weights kept")
     fig.suptitle(f"RP-F1: SBP at {s['sparsity']:.0%} sparsity, {s['activation']} FFNN depth {s['depth']}, "
@@ -106,7 +136,7 @@ def f1_summary(table: pd.DataFrame) -> pd.DataFrame:
     out = per_layer.groupby("phase").agg(layers_emptied=("kept_fraction", lambda k: int((k == 0).sum())),
                                          min_layer_kept=("kept_fraction", "min"),
                                          max_layer_kept=("kept_fraction", "max")).reset_index()
-    chis = table.groupby("phase")[["chi", "chi_measured_dense", "chi_measured_pruned", "chi_measured_rescaled"]].first()
+    chis = table.groupby("phase")[["chi", "chi_nets"] + [c for c in table if c.startswith("chi_measured_")]].first()
     return out.merge(chis.reset_index(), on="phase")
 
 
