@@ -17,9 +17,21 @@ include: "workflow/rules/reports.smk"
 
 
 rule all:
+    """Every default catalogue figure, every paper's notebook and the claims scorecard."""
     default_target: True
     input:
         [figure_files(exp) for exp in DEFAULT],
         [report_files(paper) for paper in REPORT_PAPERS],
         paths.scorecard(RESULTS, "csv"),
         paths.scorecard(RESULTS, "html"),
+
+
+onstart:
+    check_slurm()
+
+
+onerror:
+    # A missing dataset offline: end with what to do, not with Snakemake's "At least one job did
+    # not complete successfully".
+    if dataset_instruction():
+        stop(dataset_instruction())

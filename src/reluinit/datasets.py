@@ -60,7 +60,12 @@ DOWNLOAD_TIMEOUT_S = 60
 
 
 class DatasetUnavailable(RuntimeError):
-    """A dataset could be neither found on disk nor downloaded; the message says what to do."""
+    """A dataset could be neither found on disk nor downloaded; the message's last line says what
+    to do."""
+
+
+# A fetch job's log marks the instruction with this, for the workflow's final message to find.
+TODO_PREFIX = "what to do: "
 
 
 # Per-channel (mean, std) of [0, 1] pixels with which the RP authors' code normalises CIFAR (fixed

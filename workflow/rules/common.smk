@@ -1,5 +1,8 @@
 # Shared helpers: config validation, the library on the path, settings and paths by id.
 import functools
+import shutil
+import subprocess
+import time
 import re
 import sys
 from pathlib import Path
@@ -188,3 +191,76 @@ def paper_inputs(paper):
         "tables": [paths.table(RESULTS, e) for e in exps],
         "figures": [f for e in exps for f in figure_files(e)],
     }
+
+
+# --- the usual mistakes: each stops the run with one sentence saying what to do ---------------
+
+_STARTED = time.time()
+
+
+def stop(sentence):
+    """End the run with ``sentence`` as its last words: a WorkflowError raised here would be
+    followed by the Snakefile line that raised it, and one raised in `onerror` by Snakemake's own
+    "At least one job did not complete successfully"."""
+    print(sentence, file=sys.stderr, flush=True)
+    raise SystemExit(1)
+
+
+def catalogue_id_targets(argv):
+    """Command-line words that are catalogue ids (`OP-F1`) rather than targets (`op_f1`).
+    Snakemake hands its targets to the DAG only after reading this file and then says just "No rule
+    to produce OP-F1", so the command line is the one place to catch this mistake early."""
+    ids = {e.lower(): e for e in EXPERIMENTS}
+    return [ids[w.lower()] for w in argv if w.lower() in ids and not Path(w).exists()]
+
+
+if workflow.is_main_process and catalogue_id_targets(sys.argv[1:]):
+    _named = catalogue_id_targets(sys.argv[1:])
+    stop(
+        f"{', '.join(_named)} {'is a catalogue id' if len(_named) == 1 else 'are catalogue ids'}, not {'a target' if len(_named) == 1 else 'targets'}: "
+        f"build {'it' if len(_named) == 1 else 'them'} with `snakemake "
+        f"{' '.join(e.lower().replace('-', '_') for e in _named)}` (the id in lower case, - as _); "
+        "`snakemake --list-target-rules` lists every target."
+    )
+
+
+def check_slurm():
+    """Before any job is submitted through the SLURM executor, check once that SLURM's commands are
+    on the PATH and its controller answers: without this the plugin fails only after a minute of
+    repeated "No such file or directory: 'sacct'" or "Unable to contact slurm controller"."""
+    plugin = workflow.executor_plugin
+    if plugin is None or plugin.name != "slurm":
+        return
+    leave = "or leave out `--profile profiles/slurm` to run on this machine"
+    missing = [cmd for cmd in ("sbatch", "scontrol") if shutil.which(cmd) is None]
+    if missing:
+        stop(
+            f"The SLURM executor needs SLURM's commands, but `{missing[0]}` is not on the PATH: run "
+            f"Snakemake on the cluster's login node (or load its slurm module), {leave}."
+        )
+    try:
+        ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=60)
+        answer = (ping.stdout + ping.stderr).strip().splitlines()
+        ok = ping.returncode == 0
+    except (OSError, subprocess.TimeoutExpired) as e:
+        answer, ok = [str(e)], False
+    if not ok:
+        stop(
+            f"The SLURM controller does not answer (`scontrol ping`: {answer[0] if answer else 'no output'}): "
+            f"start slurmctld or run from a node that reaches it, {leave}."
+        )
+
+
+def dataset_instruction():
+    """What a fetch job that failed during this run said to do (the last line of its log that
+    datasets.TODO_PREFIX marks), or None when no dataset was missing."""
+    from reluinit.datasets import TODO_PREFIX
+
+    logs = Path(log_file("datasets/x")).parent.glob("*.log")
+    for log in sorted(logs, key=lambda p: p.stat().st_mtime, reverse=True):
+        if log.stat().st_mtime < _STARTED:
+            continue
+        todo = [line.split(TODO_PREFIX, 1)[1] for line in log.read_text().splitlines() if TODO_PREFIX in line]
+        if todo:
+            return f"{log.stem} is not available here. {todo[-1].rstrip('.')}, or run `--config scale=quick`, which needs no download."
+    return None

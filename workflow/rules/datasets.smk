@@ -4,6 +4,7 @@
 # scikit-learn's bundled digits wherever a paper uses MNIST.
 
 rule fetch_torchvision:
+    """Fetch MNIST, CIFAR-10 or CIFAR-100 with torchvision (offline: say where to put the files)."""
     output:
         f"{DATA}/fetched/{{dataset}}.json",
     wildcard_constraints:
@@ -18,6 +19,7 @@ rule fetch_torchvision:
 
 
 rule fetch_tiny_imagenet:
+    """Fetch Tiny ImageNet from its official zip, MD5-checked, validation images one folder per class."""
     output:
         f"{DATA}/fetched/tiny_imagenet.json",
     log:
@@ -32,6 +34,7 @@ rule fetch_tiny_imagenet:
 # ImageNet (RP-T8, optional) cannot be downloaded by a rule: this one checks that it was put under
 # data_dir/imagenet/{train,val}/<class>/ by hand and says where to put it otherwise.
 rule fetch_imagenet:
+    """Check that ImageNet was put under data_dir/imagenet/ by hand (RP-T8), or say where it goes."""
     output:
         f"{DATA}/fetched/imagenet.json",
     log:
@@ -44,6 +47,7 @@ rule fetch_imagenet:
 
 
 rule datasets:
+    """Every dataset the paper scale needs: MNIST, CIFAR-10, CIFAR-100, Tiny ImageNet."""
     input:
         [f for name in TORCHVISION_DATASETS + ["tiny_imagenet"] for f in dataset_input(name)],
     localrule: True

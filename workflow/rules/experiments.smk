@@ -9,6 +9,7 @@ wildcard_constraints:
 
 
 rule measure:
+    """Measure one part of a catalogue experiment on random (or trained) nets: its table's rows."""
     input:
         measure_inputs,
     output:
@@ -43,6 +44,7 @@ rule measure:
 # checkpoint carries its run's settings and is resumed only by a run of the same settings. No
 # code fingerprint here: hours of training are not redone for a library edit (README: retraining).
 rule train_part:
+    """Train one part's runs of an experiment that trains (resumable checkpoints) and write their rows."""
     input:
         measure_inputs,
     output:
@@ -78,6 +80,7 @@ rule train_part:
 for _exp in EXPERIMENTS:
 
     rule:
+        f"""{_exp}'s table from its parts, and its figure ({experiments.paper_of(_exp)}, CATALOGUE.md)."""
         name:
             f"figure_{_exp.lower().replace('-', '_')}"
         input:
@@ -112,6 +115,7 @@ for _exp in EXPERIMENTS:
 for _exp in EXPERIMENTS:
 
     rule:
+        f"""{_exp}: its table and figure (see CATALOGUE.md)."""
         name:
             _exp.lower().replace("-", "_")
         input:

@@ -3,6 +3,7 @@
 # only read results. In the Snakemake report, each paper's figures and notebook share a category.
 
 rule notebook:
+    """Execute a paper's notebook with papermill on its tables, figures and claims; export HTML."""
     input:
         unpack(lambda w: paper_inputs(w.paper)),
         notebook="notebooks/{paper}.ipynb",
@@ -35,6 +36,7 @@ rule notebook:
 # Every claim of claims.yaml judged against the tables of this run: per paper (what its notebook
 # shows), then results/claims.csv and the scorecard page that opens the Snakemake report.
 rule claims:
+    """Judge one paper's claims of claims.yaml on its current tables."""
     input:
         claims="claims.yaml",
         tables=lambda w: paper_inputs(w.paper)["tables"],
@@ -53,6 +55,7 @@ rule claims:
 
 
 rule scorecard:
+    """Gather every paper's judged claims into claims.csv and the scorecard page."""
     input:
         claims="claims.yaml",
         papers=[paths.paper_claims(RESULTS, p) for p in PAPERS],

@@ -3,6 +3,7 @@
 
 
 rule train:
+    """Train one net of a training spec (LR's MNIST nets) and keep its checkpoints."""
     input:
         lambda w: dataset_input(train_settings(w.spec)["dataset"]),
     output:
