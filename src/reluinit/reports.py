@@ -20,7 +20,7 @@ PAPERS = {
 
 def scorecard(results: str, paper: str | None = None) -> pd.DataFrame:
     """The judged claims: those read from one paper's tables, or all of them."""
-    return pd.read_csv(paths.paper_claims(results, paper) if paper else paths.scorecard(results, "csv"))
+    return claims.read(paths.paper_claims(results, paper) if paper else paths.scorecard(results, "csv"))
 
 
 def verdicts(card: pd.DataFrame, exp_id: str) -> pd.DataFrame:
