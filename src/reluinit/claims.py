@@ -273,8 +273,10 @@ def pivot(card: pd.DataFrame, cells: list[Claim]) -> tuple[pd.DataFrame, pd.Data
         text.setdefault(c.cell[across], {})[where] = f"{c.reported} | ours {ours}"
         verdict.setdefault(c.cell[across], {})[where] = NOT_RUN if r is None else r["verdict"]
     order = list(dict.fromkeys(tuple(c.cell[k] for k in down) or ("",) for c in cells))
-    index = pd.MultiIndex.from_tuples(order, names=down or [""])
-    frames = [pd.DataFrame(d, index=index).reindex(order).fillna("") for d in (text, verdict)]
+    index = (pd.MultiIndex.from_tuples(order, names=down) if len(down) > 1
+             else pd.Index([o[0] for o in order], name=down[0] if down else None))
+    frames = [pd.DataFrame({col: [d[col].get(o, "") for o in order] for col in d}, index=index)
+              for d in (text, verdict)]
     for f in frames:
         f.columns.name = across
     return frames[0], frames[1]
