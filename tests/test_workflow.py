@@ -2,6 +2,7 @@
 profile, config errors before any job, and a real quick-scale run of every target."""
 
 import hashlib
+import json
 import re
 import zipfile
 
@@ -190,7 +191,18 @@ def test_quick_scale_builds_every_target(workdir):
                  "<=": f"<= {got - abs(got) - 1}", "==": f"== {got + 1}"}[op]
         c.expect = wrong
         assert claims.evaluate(c, tables[c.table], "quick")["verdict"] == claims.NOT_REPRODUCED, c.id
-    assert "Claims scorecard, quick scale" in (results / "reports" / "scorecard.html").read_text()
+    # The page explains itself: a heading per paper, no 'nan', a reason on every row not reproduced.
+    page = (results / "reports" / "scorecard.html").read_text()
+    assert "Claims scorecard, quick scale" in page and not re.search(r"\bnan\b", page)
+    for paper in ("TG", "EP", "OP", "LR", "RP", "X"):
+        assert page.count(f"<h2 id='paper-{paper}'>") == 1, paper
+    assert claims.NO_REASON not in page
+    read = claims.read(results / "claims.csv")
+    assert (read.loc[read["verdict"] == claims.NOT_REPRODUCED, "why"] != "").all()
+    notebook = (results / "reports" / "RP.html").read_text()
+    assert "reports.show(" not in notebook and "<a id=\"RP-T1\">" in notebook  # no code, anchors
+    built = json.loads((results / "figures" / "OP-F1.json").read_text())
+    assert built["scale"] == "quick" and built["settings"]["widths"] == [100, 500, 4060]
 
     # The Snakemake report: the scorecard, then each paper's figures and notebook.
     rep = snakemake("all", "--report", "report.zip", "--config", "scale=quick", cwd=workdir)
