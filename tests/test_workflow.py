@@ -315,12 +315,18 @@ def _code_edits_rerun_what_runs_the_code(workdir):
 
 
 def test_snakemake_report_contains_the_figures(workdir):
+    """The report has the figure, and its caption describes the build that drew it, even when
+    the config has changed since (here the quick widths)."""
     run = snakemake("op_f2", "--cores", "2", "--config", "scale=quick", cwd=workdir)
     assert run.returncode == 0, run.stderr[-2000:]
+    _edit(workdir / "config.yaml", "widths: [500, 1000, 2000, 4000]", "widths: [500, 1000]")
     rep = snakemake("op_f2", "--report", "report.zip", "--config", "scale=quick", cwd=workdir)
     assert rep.returncode == 0, rep.stderr[-2000:]
-    names = zipfile.ZipFile(workdir / "report.zip").namelist()
-    assert any(n.endswith("OP-F2.png") for n in names)
+    report = zipfile.ZipFile(workdir / "report.zip")
+    assert any(n.endswith("OP-F2.png") for n in report.namelist())
+    text = "".join(report.read(n).decode(errors="ignore") for n in report.namelist() if not n.endswith(".png"))
+    caption = text[text.index("Catalogue figure <strong>OP-F2</strong>"):][:1500]
+    assert "quick" in caption and "[500, 1000, 2000, 4000]" in caption, caption
 
 
 def test_measuring_an_untrained_architecture_is_a_clear_error(workdir):
