@@ -174,3 +174,8 @@ def test_a_pivot_lays_a_paper_table_out_by_method():
     t1 = claims.cell_blocks(CLAIMS)["RP-T1"]
     text, _ = claims.pivot(_card_with({}), t1)
     assert list(text.columns) == ["snip", "sbp_sr"] and text.shape == (15, 2)
+
+
+def test_a_pivot_shows_sparsities_as_the_paper_writes_them():
+    html = claims.styled_pivot(_card_with({}), claims.cell_blocks(CLAIMS)["RP-T5"]).to_html()
+    assert ">0.85<" in html and "0.850000" not in html

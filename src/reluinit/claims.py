@@ -286,7 +286,8 @@ def styled_pivot(card: pd.DataFrame, cells: list[Claim]):
     """``pivot`` as a pandas Styler, each cell coloured by its verdict (for notebooks and pages)."""
     text, verdict = pivot(card, cells)
     return text.style.apply(
-        lambda col: [f"background-color: {_COLOURS.get(v, 'white')}" for v in verdict[col.name]])
+        lambda col: [f"background-color: {_COLOURS.get(v, 'white')}" for v in verdict[col.name]]
+    ).format_index(lambda v: f"{v:g}" if isinstance(v, float) else v)  # 0.85, not 0.850000
 
 
 def _links(table: str, paper: str, here: Path, results: Path) -> str:
@@ -334,7 +335,7 @@ def page(card: pd.DataFrame, path: str | Path, scale: str, claims: list[Claim] =
     in_blocks = {c.id for cells in blocks.values() for c in cells}
     papers = list(dict.fromkeys(card["paper"]))
     nav = "".join(f"<a href='#paper-{p}'>{p}</a>" for p in papers)
-    counts = summary(card)
+    counts = summary(card).reindex(papers)
     counts.index = [f"<a href='#paper-{p}'>{p}</a>" for p in counts.index]
     out = [f"<h1>Claims scorecard, {scale} scale</h1>",
            f"<p><b>{len(card)} claims: {_counts(card)}.</b> Every claim of <code>claims.yaml</code> "
@@ -347,7 +348,7 @@ def page(card: pd.DataFrame, path: str | Path, scale: str, claims: list[Claim] =
         stated = mine[~mine["claim"].isin(in_blocks)]
         notebook = Path(os.path.relpath(paths.report(str(results), p, "html"), here)).as_posix()
         out.append(f"<h2 id='paper-{p}'>{escape(p)}: {escape(titles.get(p, ''))}</h2>"
-                   f"<p>{len(mine)} claims: {_counts(mine)}. <a href='{notebook}'>Notebook</a>.</p>")
+                   f"<p>{len(mine)} claims: {_counts(mine)}. <a href='{notebook}'>The paper's notebook</a>.</p>")
         if len(stated):
             out.append("<table><tr>" + "".join(f"<th>{h}</th>" for h in _HEAD) + "</tr>"
                        + "".join(_row(r, _links(r["table"], p, here, results)) for _, r in stated.iterrows())
