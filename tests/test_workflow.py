@@ -200,7 +200,7 @@ def test_quick_scale_builds_every_target(workdir):
     read = claims.read(results / "claims.csv")
     assert (read.loc[read["verdict"] == claims.NOT_REPRODUCED, "why"] != "").all()
     notebook = (results / "reports" / "RP.html").read_text()
-    assert "reports.show(" not in notebook and "<a id=\"RP-T1\">" in notebook  # no code, anchors
+    assert "hl-ipython3" not in notebook and "<a id=\"RP-T1\">" in notebook  # no code cell, anchors
     built = json.loads((results / "figures" / "OP-F1.json").read_text())
     assert built["scale"] == "quick" and built["settings"]["widths"] == [100, 500, 4060]
 
