@@ -3,6 +3,9 @@ numbers (a wrong expectation is "not reproduced", a paper-scale claim is not jud
 That every claim reads columns the workflow's tables have is checked on a real quick build in
 test_workflow.py."""
 
+import re
+from html import escape
+
 import pandas as pd
 import pytest
 import yaml
@@ -107,3 +110,72 @@ def test_no_claim_text_is_cut_by_a_yaml_comment():
     assert checked >= len([c for c in CLAIMS if "[" not in c.id])
     lr9 = next(c for c in CLAIMS if c.id == "LR-9")
     assert "#neurons^2" in lr9.claim
+
+
+def _card_with(verdicts: dict[str, tuple[str, float]]) -> pd.DataFrame:
+    """The scorecard of every claim with no table built, but for ``verdicts`` (id -> verdict,
+    measured)."""
+    card = claims.scorecard(CLAIMS, "/nonexistent", "quick")
+    for cid, (verdict, measured) in verdicts.items():
+        card.loc[card["claim"] == cid, ["verdict", "measured"]] = [verdict, measured]
+    return card
+
+
+def test_a_scorecard_csv_reads_back_without_nan_text(tmp_path):
+    card = _card_with({"OP-1": (claims.REPRODUCED, 0.05)})
+    card.to_csv(tmp_path / "c.csv", index=False)
+    back = claims.read(tmp_path / "c.csv")
+    assert list(back.columns) == claims.COLUMNS
+    assert (back["note"] != "nan").all() and back["note"].notna().all() and back["why"].notna().all()
+    assert back.loc[back["claim"] == "OP-1", "measured"].item() == pytest.approx(0.05)
+    assert back["measured"].isna().sum() == len(back) - 1
+
+
+def test_the_scorecard_page_explains_itself(tmp_path):
+    stated = next(c for c in CLAIMS if "[" not in c.id and c.paper == "TG")
+    cell = "RP-T2[cifar10/resnet32/sbp_sr/0.9]"
+    card = _card_with({stated.id: (claims.NOT_REPRODUCED, 3.0), cell: (claims.NOT_REPRODUCED, 41.5)})
+    card.loc[card["claim"] == stated.id, "why"] = ""  # a disagreement with no reason is flagged
+    path = tmp_path / "results" / "quick" / "reports" / "scorecard.html"
+    html = claims.page(card, path, "quick", CLAIMS, {"TG": "Trajectory growth"})
+    assert path.read_text() == html
+    assert not re.search(r"\bnan\b", html, re.IGNORECASE)
+    for paper in {c.paper for c in CLAIMS}:
+        assert html.count(f"<h2 id='paper-{paper}'>") == 1
+    assert "<h2 id='paper-TG'>TG: Trajectory growth</h2>" in html
+    # counts come before the first paper section
+    assert html.index(f"{len(card)} claims:") < html.index("<h2 id='paper-")
+    # one pivot per RP table, its cells not listed as rows
+    for block in ("RP-T1", "RP-T2", "RP-T3", "RP-T4", "RP-T5", "RP-T9"):
+        assert html.count(f"<h3 id='{block}'>") == 1
+    assert f"<a id='{cell}'>" not in html
+    assert "92.56 ± 0.06 | ours 41.5" in html and "89.95 ± 0.23 | ours not run" in html
+    assert f"<a id='{stated.id}'></a>" in html and claims.NO_REASON in html
+    # links resolve from the page's own folder
+    assert f"href='../figures/{stated.table}.png'" in html and f"href='TG.html#{stated.table}'" in html
+
+
+def test_a_reason_shows_on_a_row_not_reproduced(tmp_path):
+    rp10 = next(c for c in CLAIMS if c.id == "RP-10")
+    assert rp10.why, "RP-10 is not reproduced at the quick scale: claims.yaml must say why"
+    card = _card_with({"RP-10": (claims.NOT_REPRODUCED, 0.996)})
+    html = claims.page(card, tmp_path / "reports" / "s.html", "quick", CLAIMS)
+    assert claims.NO_REASON not in html
+    assert escape(rp10.why) in html
+
+
+def test_a_pivot_lays_a_paper_table_out_by_method():
+    t4 = claims.cell_blocks(CLAIMS)["RP-T4"]
+    text, verdict = claims.pivot(_card_with({}), t4)
+    assert text.columns.name == "setup" and list(text.columns) == ["ordered", "eoc", "eoc_rescaled"]
+    assert list(text.index.get_level_values("depth")) == [10, 50, 100]
+    assert text.loc[10, "eoc"] == "98.2 ± 0.17 | ours not run"
+    assert (verdict == claims.NOT_RUN).all().all()
+    t1 = claims.cell_blocks(CLAIMS)["RP-T1"]
+    text, _ = claims.pivot(_card_with({}), t1)
+    assert list(text.columns) == ["snip", "sbp_sr"] and text.shape == (15, 2)
+
+
+def test_a_pivot_shows_sparsities_as_the_paper_writes_them():
+    html = claims.styled_pivot(_card_with({}), claims.cell_blocks(CLAIMS)["RP-T5"]).to_html()
+    assert ">0.85<" in html and "0.850000" not in html

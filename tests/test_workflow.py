@@ -2,6 +2,7 @@
 profile, config errors before any job, and a real quick-scale run of every target."""
 
 import hashlib
+import json
 import re
 import zipfile
 
@@ -190,7 +191,18 @@ def test_quick_scale_builds_every_target(workdir):
                  "<=": f"<= {got - abs(got) - 1}", "==": f"== {got + 1}"}[op]
         c.expect = wrong
         assert claims.evaluate(c, tables[c.table], "quick")["verdict"] == claims.NOT_REPRODUCED, c.id
-    assert "Claims scorecard, quick scale" in (results / "reports" / "scorecard.html").read_text()
+    # The page explains itself: a heading per paper, no 'nan', a reason on every row not reproduced.
+    page = (results / "reports" / "scorecard.html").read_text()
+    assert "Claims scorecard, quick scale" in page and not re.search(r"\bnan\b", page)
+    for paper in ("TG", "EP", "OP", "LR", "RP", "X"):
+        assert page.count(f"<h2 id='paper-{paper}'>") == 1, paper
+    assert claims.NO_REASON not in page
+    read = claims.read(results / "claims.csv")
+    assert (read.loc[read["verdict"] == claims.NOT_REPRODUCED, "why"] != "").all()
+    notebook = (results / "reports" / "RP.html").read_text()
+    assert "hl-ipython3" not in notebook and "<a id=\"RP-T1\">" in notebook  # no code cell, anchors
+    built = json.loads((results / "figures" / "OP-F1.json").read_text())
+    assert built["scale"] == "quick" and built["settings"]["widths"] == [100, 500, 4060]
 
     # The Snakemake report: the scorecard, then each paper's figures and notebook.
     rep = snakemake("all", "--report", "report.zip", "--config", "scale=quick", cwd=workdir)
@@ -303,12 +315,18 @@ def _code_edits_rerun_what_runs_the_code(workdir):
 
 
 def test_snakemake_report_contains_the_figures(workdir):
+    """The report has the figure, and its caption describes the build that drew it, even when
+    the config has changed since (here the quick widths)."""
     run = snakemake("op_f2", "--cores", "2", "--config", "scale=quick", cwd=workdir)
     assert run.returncode == 0, run.stderr[-2000:]
+    _edit(workdir / "config.yaml", "widths: [500, 1000, 2000, 4000]", "widths: [500, 1000]")
     rep = snakemake("op_f2", "--report", "report.zip", "--config", "scale=quick", cwd=workdir)
     assert rep.returncode == 0, rep.stderr[-2000:]
-    names = zipfile.ZipFile(workdir / "report.zip").namelist()
-    assert any(n.endswith("OP-F2.png") for n in names)
+    report = zipfile.ZipFile(workdir / "report.zip")
+    assert any(n.endswith("OP-F2.png") for n in report.namelist())
+    text = "".join(report.read(n).decode(errors="ignore") for n in report.namelist() if not n.endswith(".png"))
+    caption = text[text.index("Catalogue figure <strong>OP-F2</strong>"):][:1500]
+    assert "quick" in caption and "[500, 1000, 2000, 4000]" in caption, caption
 
 
 def test_measuring_an_untrained_architecture_is_a_clear_error(workdir):

@@ -14,19 +14,24 @@ the paper says that number is::
       measure: (t.groupby('layer').act_ratio.mean() - 1).abs().max()
       expect: "<= 0.1"        # or "> 0", "== true", or "1.5 ± 0.15" (absolute tolerance)
       scale: any              # or paper: not judged on the quick scale's toy sizes
+      why: ...                # optional: what a disagreement means (read on the scorecard)
 
 ``measure`` is a Python expression over ``t`` (the filtered table, restricted to ``columns`` so
 that every column a claim reads is declared), ``np``, ``pd`` and the helpers below. A ``cells``
 block lists the cells of a paper table (RP's accuracy tables) compactly; each cell becomes one
 claim. Verdicts: "reproduced", "not reproduced", or "not run at this scale" (a paper-scale claim
-at the quick scale, or a table the workflow has not built).
+at the quick scale, or a table the workflow has not built). ``why`` says what a verdict other than
+"reproduced" means (stand-in data, toy sizes, a number the paper's own bound rules out), so that
+the scorecard never shows a bare disagreement; a cell block's ``why`` covers all its cells.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass
+from html import escape
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +42,9 @@ from . import paths
 
 REPRODUCED, NOT_REPRODUCED, NOT_RUN = "reproduced", "not reproduced", "not run at this scale"
 COLUMNS = ["claim", "paper", "place", "statement", "table", "expected", "measured", "scale",
-           "verdict", "note"]
+           "verdict", "note", "why"]
+TEXT_COLUMNS = ["claim", "paper", "place", "statement", "table", "expected", "scale", "verdict",
+                "note", "why"]
 
 
 # Helpers a claim's expression may call.
@@ -87,6 +94,16 @@ class Claim:
     expect: str
     where: str | None = None
     scale: str = "any"
+    why: str = ""
+    # A cell of a paper table (cell blocks only): its key values, and the paper's "mean ± sd".
+    cell: dict | None = None
+    reported: str = ""
+    table_title: str = ""  # what the paper table reports (the block's claim)
+
+    @property
+    def block(self) -> str:
+        """The claim id without a cell's key (``RP-T2[cifar10/...]`` -> ``RP-T2``)."""
+        return self.id.split("[")[0]
 
     def expectation(self) -> tuple[str, float, float]:
         """(comparison, value, tolerance) parsed from ``expect``."""
@@ -118,7 +135,9 @@ def _cell_claims(block: dict) -> list[Claim]:
             place=block["place"], claim=f"{block['claim']} ({label}): {value} ± {spread}",
             table=block["table"], columns=list(dict.fromkeys(keys + block["columns"])),
             measure=block["measure"], expect=f"{value} ± {tol:g}", where=where,
-            scale=block.get("scale", "paper")))
+            scale=block.get("scale", "paper"), why=block.get("why", ""),
+            cell=dict(zip(keys, key_values)), reported=f"{value} ± {spread}",
+            table_title=block["claim"]))
     return out
 
 
@@ -174,7 +193,7 @@ def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str) -> dict:
     op, value, tol = claim.expectation()
     row = {"claim": claim.id, "paper": claim.paper, "place": claim.place, "statement": claim.claim,
            "table": claim.table, "expected": str(claim.expect), "measured": float("nan"),
-           "scale": scale, "verdict": NOT_RUN, "note": ""}
+           "scale": scale, "verdict": NOT_RUN, "note": "", "why": claim.why}
     if claim.scale not in ("any", scale):
         row["note"] = f"judged at the {claim.scale} scale only"
         return row
@@ -204,6 +223,14 @@ def scorecard(claims: list[Claim], results: str, scale: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def read(path: str | Path) -> pd.DataFrame:
+    """A scorecard CSV as written: empty notes stay empty strings (pandas would read them as
+    NaN and a page would print 'nan'); only ``measured`` is numeric."""
+    card = pd.read_csv(path, dtype={c: str for c in TEXT_COLUMNS}, keep_default_na=False)
+    card["measured"] = pd.to_numeric(card["measured"].replace("", np.nan))
+    return card.reindex(columns=COLUMNS, fill_value="")
+
+
 def summary(card: pd.DataFrame) -> pd.DataFrame:
     """Counts of verdicts per paper."""
     if card.empty:
@@ -213,19 +240,138 @@ def summary(card: pd.DataFrame) -> pd.DataFrame:
 
 
 _COLOURS = {REPRODUCED: "#cce5cc", NOT_REPRODUCED: "#f4c7c3", NOT_RUN: "#e8e8e8"}
+NO_REASON = "no reason given in claims.yaml"
 
 
-def write_html(card: pd.DataFrame, path: str | Path, scale: str) -> None:
-    """The scorecard as one HTML page: verdict counts per paper, then every claim, coloured by
-    verdict (for the Snakemake report, where it comes first)."""
-    def colour(row):
-        return [f"background-color: {_COLOURS.get(row['verdict'], 'white')}"] * len(row)
+def _measured(value) -> str:
+    return "" if pd.isna(value) else f"{value:.4g}"
 
-    body = card.drop(columns=["scale"]).style.apply(colour, axis=1).format(
-        {"measured": lambda v: "" if pd.isna(v) else f"{v:.4g}"}).hide(axis="index").to_html()
+
+def cell_blocks(claims: list[Claim]) -> dict[str, list[Claim]]:
+    """The cells of each paper table (``RP-T1``: its cells, in claims.yaml's order)."""
+    blocks: dict[str, list[Claim]] = {}
+    for c in claims:
+        if c.cell is not None:
+            blocks.setdefault(c.block, []).append(c)
+    return blocks
+
+
+def pivot(card: pd.DataFrame, cells: list[Claim]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One paper table as the paper lays it out: a column per method (or per the first key of a
+    table without methods), a row per the other keys; each cell gives the paper's mean ± sd and
+    ours. Returns (text, verdict) frames of the same shape, for colouring."""
+    keys = list(cells[0].cell)
+    across = "method" if "method" in keys else keys[0]
+    down = [k for k in keys if k != across]
+    rows = card.set_index("claim")
+    text: dict = {}
+    verdict: dict = {}
+    for c in cells:
+        r = rows.loc[c.id] if c.id in rows.index else None
+        ours = "not run" if r is None or r["verdict"] == NOT_RUN else _measured(r["measured"])
+        where = tuple(c.cell[k] for k in down) or ("",)
+        text.setdefault(c.cell[across], {})[where] = f"{c.reported} | ours {ours}"
+        verdict.setdefault(c.cell[across], {})[where] = NOT_RUN if r is None else r["verdict"]
+    order = list(dict.fromkeys(tuple(c.cell[k] for k in down) or ("",) for c in cells))
+    index = (pd.MultiIndex.from_tuples(order, names=down) if len(down) > 1
+             else pd.Index([o[0] for o in order], name=down[0] if down else None))
+    frames = [pd.DataFrame({col: [d[col].get(o, "") for o in order] for col in d}, index=index)
+              for d in (text, verdict)]
+    for f in frames:
+        f.columns.name = across
+    return frames[0], frames[1]
+
+
+def styled_pivot(card: pd.DataFrame, cells: list[Claim]):
+    """``pivot`` as a pandas Styler, each cell coloured by its verdict (for notebooks and pages)."""
+    text, verdict = pivot(card, cells)
+    return text.style.apply(
+        lambda col: [f"background-color: {_COLOURS.get(v, 'white')}" for v in verdict[col.name]]
+    ).format_index(lambda v: f"{v:g}" if isinstance(v, float) else v)  # 0.85, not 0.850000
+
+
+def _links(table: str, paper: str, here: Path, results: Path) -> str:
+    """Links from the page in ``here`` to the figure of ``table`` and its notebook section."""
+    fig = Path(paths.figures(str(results), table)[1])
+    notebook = Path(paths.report(str(results), paper, "html"))
+    rel = lambda p: Path(os.path.relpath(p, here)).as_posix()  # noqa: E731
+    return (f"<a href='{rel(fig)}'>figure</a> · "
+            f"<a href='{rel(notebook)}#{escape(table)}'>notebook</a>")
+
+
+def _row(r, links: str) -> str:
+    reason = [r["note"]] if r["note"] else []
+    if r["verdict"] != REPRODUCED:
+        reason.append(r["why"] or (NO_REASON if r["verdict"] == NOT_REPRODUCED else ""))
+    cells = [f"<a id='{escape(r['claim'])}'></a>{escape(r['claim'])}", escape(r["place"]),
+             escape(r["statement"]), escape(r["expected"]), _measured(r["measured"]),
+             escape(r["verdict"]), escape("; ".join(x for x in reason if x)), links]
+    colour = _COLOURS.get(r["verdict"], "white")
+    return f"<tr style='background-color: {colour}'>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+def _counts(card: pd.DataFrame) -> str:
+    n = card["verdict"].value_counts()
+    return ", ".join(f"{n.get(v, 0)} {v}" for v in (REPRODUCED, NOT_REPRODUCED, NOT_RUN))
+
+
+_STYLE = """body {font-family: sans-serif; max-width: 1300px; margin: 1em auto; line-height: 1.35}
+table {border-collapse: collapse; margin: 0.5em 0 1.5em} td, th {border: 1px solid #bbb;
+padding: 3px 6px; vertical-align: top; font-size: 0.9em} th {background: #f4f4f4}
+nav a {margin-right: 1em}"""
+_HEAD = ["claim", "place", "statement", "expected", "measured", "verdict", "why not / note", "see"]
+
+
+def page(card: pd.DataFrame, path: str | Path, scale: str, claims: list[Claim] = (),
+         titles: dict[str, str] | None = None) -> str:
+    """The scorecard page written to ``path``: verdict counts first, then one section per paper
+    (anchor ``paper-<PAPER>``): its stated claims, each linked to its figure and notebook
+    section and, when not reproduced, saying why; then each paper table's cells (``claims``
+    gives them) as one pivot."""
+    here = Path(path).parent
+    results = here.parent  # the page lives in results/<scale>/reports/
+    titles = titles or {}
+    blocks = cell_blocks(list(claims))
+    in_blocks = {c.id for cells in blocks.values() for c in cells}
+    papers = list(dict.fromkeys(card["paper"]))
+    nav = "".join(f"<a href='#paper-{p}'>{p}</a>" for p in papers)
+    counts = summary(card).reindex(papers)
+    counts.index = [f"<a href='#paper-{p}'>{p}</a>" for p in counts.index]
+    out = [f"<h1>Claims scorecard, {scale} scale</h1>",
+           f"<p><b>{len(card)} claims: {_counts(card)}.</b> Every claim of <code>claims.yaml</code> "
+           f"judged against this run's tables. Claims that need the paper's sizes say '{NOT_RUN}' "
+           f"at the quick scale; a claim not reproduced says why. The same rows are in "
+           f"<code>claims.csv</code>.</p>",
+           f"<nav>{nav}</nav>", counts.to_html(escape=False)]
+    for p in papers:
+        mine = card[card["paper"] == p]
+        stated = mine[~mine["claim"].isin(in_blocks)]
+        notebook = Path(os.path.relpath(paths.report(str(results), p, "html"), here)).as_posix()
+        out.append(f"<h2 id='paper-{p}'>{escape(p)}: {escape(titles.get(p, ''))}</h2>"
+                   f"<p>{len(mine)} claims: {_counts(mine)}. <a href='{notebook}'>The paper's notebook</a>.</p>")
+        if len(stated):
+            out.append("<table><tr>" + "".join(f"<th>{h}</th>" for h in _HEAD) + "</tr>"
+                       + "".join(_row(r, _links(r["table"], p, here, results)) for _, r in stated.iterrows())
+                       + "</table>")
+        for block, cells in blocks.items():
+            if cells[0].paper != p:
+                continue
+            rows = mine[mine["claim"].isin([c.id for c in cells])]
+            why = cells[0].why
+            out.append(f"<h3 id='{escape(block)}'>{escape(block)}: {escape(cells[0].place)}, "
+                       f"{escape(cells[0].table_title)}</h3>"
+                       f"<p>{len(cells)} cells ({_counts(rows)}), each: the paper's mean ± sd | ours. "
+                       f"{_links(cells[0].table, p, here, results)}. {escape(why)}</p>"
+                       + styled_pivot(card, cells).to_html())
+    html = ("<!DOCTYPE html><html><head><meta charset='utf-8'>"
+            f"<title>Claims scorecard ({scale})</title><style>{_STYLE}</style></head><body>"
+            + "\n".join(out) + "</body></html>")
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(
-        f"<html><head><meta charset='utf-8'><title>Claims scorecard ({scale})</title></head><body>"
-        f"<h1>Claims scorecard, {scale} scale</h1><p>Every claim of <code>claims.yaml</code> judged "
-        f"against this run's tables. Claims that need the paper's sizes say "
-        f"'{NOT_RUN}' at the quick scale.</p>{summary(card).to_html()}<h2>Claims</h2>{body}</body></html>")
+    Path(path).write_text(html)
+    return html
+
+
+def write_html(card: pd.DataFrame, path: str | Path, scale: str, claims: list[Claim] = (),
+               titles: dict[str, str] | None = None) -> None:
+    """The scorecard page (``page``) for the report, where it comes first."""
+    page(card, path, scale, claims, titles)

@@ -10,6 +10,7 @@ is that tree (``results/quick`` or ``results/paper``):
     results/<PAPER>/<ID>.csv            tidy table of one experiment (all its jobs combined)
     results/<PAPER>/<ID>/<part>.csv     one job's rows
     results/figures/<ID>.pdf|.png       the catalogue figure
+    results/figures/<ID>.json           the scale and settings its table was built with
     results/reports/<PAPER>.ipynb|.html executed notebook of one paper
     results/claims.csv, results/reports/scorecard.html  every claim of claims.yaml, judged
     results/claims/<PAPER>.csv          the claims read from one paper's tables
@@ -39,6 +40,11 @@ def part(results: str, exp: str, key: str, paper: str | None = None) -> str:
 
 def figures(results: str, exp: str) -> list[str]:
     return [f"{results}/figures/{exp}.pdf", f"{results}/figures/{exp}.png"]
+
+
+def built(results: str, exp: str) -> str:
+    """The scale and settings a figure's table was built with (what its report caption says)."""
+    return f"{results}/figures/{exp}.json"
 
 
 def trained(results: str, spec: str, arch: str, run) -> str:

@@ -4,6 +4,10 @@ from the figure's table. Notebooks call these on result files only; nothing is r
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 import pandas as pd
 
 from . import claims, experiments, paths
@@ -18,15 +22,24 @@ PAPERS = {
 }
 
 
+def built_with(path: str) -> dict:
+    """The scale and settings a figure was built with (``paths.built``), for its report caption:
+    a report is rendered later, possibly under another config, and must not describe the figure
+    by that config. Before the figure is built there is nothing to read."""
+    if not Path(path).exists():
+        return {"scale": "(not built yet)", "settings": "(not built yet)"}
+    return json.loads(Path(path).read_text())
+
+
 def scorecard(results: str, paper: str | None = None) -> pd.DataFrame:
     """The judged claims: those read from one paper's tables, or all of them."""
-    return pd.read_csv(paths.paper_claims(results, paper) if paper else paths.scorecard(results, "csv"))
+    return claims.read(paths.paper_claims(results, paper) if paper else paths.scorecard(results, "csv"))
 
 
 def verdicts(card: pd.DataFrame, exp_id: str) -> pd.DataFrame:
     """The scorecard rows judged on ``exp_id``'s table."""
     rows = card[card["table"] == exp_id]
-    return rows[["claim", "statement", "expected", "measured", "verdict", "note"]].reset_index(drop=True)
+    return rows[["claim", "statement", "expected", "measured", "verdict", "note", "why"]].reset_index(drop=True)
 
 
 def seen(card: pd.DataFrame, exp_id: str) -> str:
@@ -38,8 +51,30 @@ def seen(card: pd.DataFrame, exp_id: str) -> str:
     return "Claims on this table: " + ", ".join(f"{counts.get(v, 0)} {v}" for v in order) + "."
 
 
-def show(results: str, exp_id: str, card: pd.DataFrame, max_cells: int = 12) -> None:
-    """Display ``exp_id``'s figure, summary and claim verdicts in a notebook."""
+def _link(target: str | Path, results: str, paper: str) -> str:
+    """``target`` relative to the folder of the paper's notebook HTML, where the link is read."""
+    here = Path(paths.report(results, paper, "html")).parent
+    return Path(os.path.relpath(Path(target).absolute(), here.absolute())).as_posix()
+
+
+def contents(results: str, paper: str, sections: list[str], text: str | None = None):
+    """The notebook's short table of contents: its sections, the paper's claims on the scorecard
+    page, the figures folder and the paper's text (``text``: a path from the working directory),
+    as links that work from the HTML's own folder."""
+    from IPython.display import Markdown
+
+    toc = " · ".join(f"[{s}](#{s})" for s in sections)
+    more = [f"[scorecard of {paper}'s claims]({_link(paths.scorecard(results, 'html'), results, paper)}#paper-{paper})",
+            f"[figures]({_link(Path(paths.figures(results, sections[0])[1]).parent, results, paper)}/)"]
+    if text:
+        more.append(f"[the paper's text]({_link(text, results, paper)})")
+    return Markdown(f"**Contents:** {toc}\n\n**See also:** " + " · ".join(more))
+
+
+def show(results: str, exp_id: str, card: pd.DataFrame, cells: dict[str, list] | None = None) -> None:
+    """Display ``exp_id``'s figure, summary and claim verdicts in a notebook: its stated claims
+    as a table (with why, when a claim says), and a paper table's cells (``cells``, from
+    ``claims.cell_blocks``) as one pivot coloured by verdict."""
     from IPython.display import Image, Markdown, display
 
     display(Image(paths.figures(results, exp_id)[1]))
@@ -50,9 +85,16 @@ def show(results: str, exp_id: str, card: pd.DataFrame, max_cells: int = 12) -> 
     display(summary.head(40))
     display(Markdown("**We see:** " + seen(card, exp_id)))
     rows = verdicts(card, exp_id)
-    if len(rows):
-        cell_rows = rows["claim"].str.contains("[", regex=False)  # RP's table cells: "RP-T2[...]"
-        display(rows[~cell_rows])
-        if cell_rows.any():
-            display(Markdown(f"{int(cell_rows.sum())} table cells; the first {min(max_cells, int(cell_rows.sum()))}:"))
-            display(rows[cell_rows].head(max_cells))
+    cell_rows = rows["claim"].str.contains("[", regex=False)  # RP's table cells: "RP-T2[...]"
+    stated = rows[~cell_rows]
+    if len(stated):
+        display(stated if (stated["why"] != "").any() else stated.drop(columns="why"))
+    if cell_rows.any():
+        block = rows.loc[cell_rows, "claim"].iloc[0].split("[")[0]
+        if cells and block in cells:
+            mine = cells[block]
+            display(Markdown(f"**{block}**, {len(mine)} cells, each: the paper's mean ± sd | ours. "
+                             + mine[0].why))
+            display(claims.styled_pivot(card, mine))
+        else:
+            display(rows[cell_rows])

@@ -148,7 +148,9 @@ def paper_title(paper):
 
 
 def figure_files(exp):
-    return paths.figures(RESULTS, exp)
+    """The figure (PDF, PNG) and what it was built with (its caption reads that), so that a
+    target asking for a figure brings its caption's record up to date too."""
+    return paths.figures(RESULTS, exp) + [paths.built(RESULTS, exp)]
 
 
 def log_file(name):

@@ -95,12 +95,17 @@ for _exp in EXPERIMENTS:
                 subcategory=_exp,
                 labels={"figure": _exp},
             ),
+            built=paths.built(RESULTS, _exp),
         params:
             exp=_exp,
             paper=paper_title(experiments.paper_of(_exp)),
             settings=exp_settings(SOURCES.get(_exp, _exp)),
             scale=SCALE,
             code=figure_code(_exp),  # the plotting code it runs: edits rerun this figure only
+            # What the caption says: the scale and settings this figure's table was built with,
+            # read back at report time (not this invocation's config; derived from an output, so
+            # never a reason to rerun).
+            built=lambda w, output: reports.built_with(output.built),
         log:
             log_file(f"figures/{_exp}"),
         benchmark:

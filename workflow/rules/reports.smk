@@ -30,7 +30,7 @@ rule notebook:
     shell:
         "(papermill {input.notebook} {output.ipynb} -k python3"
         " -p scale {params.scale} -p results {params.results}"
-        " && jupyter nbconvert --to html --output-dir $(dirname {output.html}) {output.ipynb}) > {log} 2>&1"
+        " && jupyter nbconvert --to html --no-input --output-dir $(dirname {output.html}) {output.ipynb}) > {log} 2>&1"
 
 
 # Every claim of claims.yaml judged against the tables of this run: per paper (what its notebook

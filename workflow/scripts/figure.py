@@ -1,5 +1,8 @@
 """Combine one experiment's parts into its tidy table, plot its catalogue figure as PDF and PNG,
-and log the numbers a reader compares with the paper (the experiment's summary)."""
+write the scale and settings it was built with (what the report caption reads back), and log
+the numbers a reader compares with the paper (the experiment's summary)."""
+
+import json
 
 import pandas as pd
 
@@ -13,4 +16,6 @@ if exp.source:  # a view of another experiment's runs: its own id on its rows
 jobs.write_table(table, snakemake.output.table)  # noqa: F821
 fig = exp.figure(table, snakemake.params.settings)  # noqa: F821
 plotting.save(fig, [snakemake.output.pdf, snakemake.output.png])  # noqa: F821
+with open(snakemake.output.built, "w") as f:  # noqa: F821
+    json.dump({"scale": snakemake.params.scale, "settings": snakemake.params.settings}, f, default=str)  # noqa: F821
 log.info("%s summary:\n%s", exp.id, exp.summary(table).to_string(index=False))

@@ -4,7 +4,7 @@ HTML page for the report, with verdict counts per paper in the log."""
 
 import pandas as pd
 
-from reluinit import claims, experiments, jobs
+from reluinit import claims, experiments, jobs, reports
 
 log = jobs.start(snakemake.log[0])  # noqa: F821 - injected by Snakemake
 scale = snakemake.params.scale  # noqa: F821
@@ -14,9 +14,10 @@ if snakemake.rule == "claims":  # noqa: F821
     card = claims.scorecard(mine, snakemake.params.results, scale)  # noqa: F821
     jobs.write_table(card, snakemake.output[0])  # noqa: F821
 else:
-    card = pd.concat([pd.read_csv(p) for p in snakemake.input.papers], ignore_index=True)  # noqa: F821
-    order = {c.id: i for i, c in enumerate(claims.load(snakemake.input.claims))}  # noqa: F821
+    card = pd.concat([claims.read(p) for p in snakemake.input.papers], ignore_index=True)  # noqa: F821
+    listed = claims.load(snakemake.input.claims)  # noqa: F821
+    order = {c.id: i for i, c in enumerate(listed)}
     card = card.sort_values("claim", key=lambda ids: ids.map(order), ignore_index=True)  # claims.yaml's order
     jobs.write_table(card, snakemake.output.csv)  # noqa: F821
-    claims.write_html(card, snakemake.output.html, scale)  # noqa: F821
+    claims.write_html(card, snakemake.output.html, scale, listed, reports.PAPERS)  # noqa: F821
 log.info("claims at the %s scale:\n%s", scale, claims.summary(card).to_string())
