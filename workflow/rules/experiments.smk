@@ -27,10 +27,10 @@ rule measure:
     benchmark:
         benchmark_file("{paper}/{exp}/{part}")
     # quick jobs are mostly Python start-up, which is single-threaded: two at a time, one thread each
-    threads: 1 if SCALE == "quick" else 2
+    threads: 1 if SCALE == "quick" else plan.MEASURE["threads"]
     resources:
-        mem_mb=8000,
-        runtime="2h",
+        mem_mb=plan.MEASURE["mem_mb"],
+        runtime=plan.MEASURE["runtime"],
     conda:
         "../../envs/science.yaml"
     script:
