@@ -62,9 +62,11 @@ SHAPES = {
 }
 # The smoke scale's stand-ins, named so in every table that records its dataset.
 SMOKE_STAND_INS = {name: f"synthetic {spec[4]} shapes (smoke)" for name, spec in SHAPES.items()}
-# Sizes of a synthetic set: enough training images for a balanced pruning batch of 10 per class
-# and a few optimizer steps at the papers' batch sizes; test images past TG's point 1000.
+# Sizes of a synthetic set: enough training images for a balanced pruning batch (10 per class; one
+# on Tiny ImageNet and ImageNet, as the RP authors prune there) and a few optimizer steps at the
+# papers' batch sizes; test images past TG's point 1000.
 SYNTHETIC_TRAIN_PER_CLASS, SYNTHETIC_MIN_TRAIN, SYNTHETIC_TEST = 10, 512, 1100
+SYNTHETIC_PER_CLASS = {"tiny_imagenet": 1, "imagenet": 1}
 # Datasets that ship with an installed package or are generated: nothing to fetch.
 BUNDLED = {"digits", *SMOKE_STAND_INS.values()}
 
@@ -83,7 +85,8 @@ def synthetic(name: str, train: bool = True) -> Split:
     """Uniform random pixels in [0, 1] of ``name``'s image shape, balanced labels over its class
     count: the smoke scale's stand-in, which exercises the paper's shapes, not its accuracy."""
     shape, n_classes = SHAPES[name][:2]
-    n = max(SYNTHETIC_TRAIN_PER_CLASS * n_classes, SYNTHETIC_MIN_TRAIN) if train else SYNTHETIC_TEST
+    per_class = SYNTHETIC_PER_CLASS.get(name, SYNTHETIC_TRAIN_PER_CLASS)
+    n = max(per_class * n_classes, SYNTHETIC_MIN_TRAIN) if train else SYNTHETIC_TEST
     gen = torch.Generator().manual_seed(int(train))  # fixed: the same tensors in every job
     y = torch.arange(n) % n_classes
     y = y[torch.randperm(n, generator=gen)]

@@ -18,7 +18,7 @@ from reluinit import workflow_env  # noqa: E402
 
 workflow_env.export(_SRC)
 
-from reluinit import claims, experiments, paths, plan, provenance, reports  # noqa: E402
+from reluinit import claims, experiments, paths, plan, provenance, reports, smoke  # noqa: E402
 from reluinit.config import explain, settings, training_settings  # noqa: E402
 
 try:

@@ -26,8 +26,8 @@ rule measure:
         log_file("{paper}/{exp}/{part}"),
     benchmark:
         benchmark_file("{paper}/{exp}/{part}")
-    # quick jobs are mostly Python start-up, which is single-threaded: two at a time, one thread each
-    threads: 1 if SCALE == "quick" else plan.MEASURE["threads"]
+    # quick and smoke jobs are mostly Python start-up, which is single-threaded: two at a time, one thread each
+    threads: 1 if SCALE in ("quick", "smoke") else plan.MEASURE["threads"]
     resources:
         mem_mb=plan.MEASURE["mem_mb"],
         runtime=plan.MEASURE["runtime"],
