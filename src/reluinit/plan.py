@@ -45,8 +45,11 @@ def train_resources(config: dict, exp: str, part: str, scale: str | None = None)
     declare the paper's resources (what their peak memory is checked against)."""
     scale = scale or config["scale"]
     s = settings(config, exp, scale)
+    return _resources(s, experiments.get(exp).parts(s)[part]["runs"].values(), scale)
+
+
+def _resources(s: dict, runs, scale: str) -> dict:
     r = s.get("resources", {})
-    runs = experiments.get(exp).parts(s)[part]["runs"].values()
     per_model = r.get("runtime", DEFAULT_TRAIN_RUNTIME)
     if isinstance(per_model, dict):
         total = sum(hours(per_model.get(run.get("model"), per_model.get("default", DEFAULT_TRAIN_RUNTIME)))
@@ -72,9 +75,9 @@ def jobs(config: dict, scale: str | None = None, exps: list[str] | None = None) 
     for exp in exps or default_experiments(config, scale):
         e = experiments.get(exp)
         s = settings(config, exp, scale)
-        for key in e.parts(s):
+        for key, kwargs in e.parts(s).items():
             if e.trains:
-                r = train_resources(config, exp, key, scale)
+                r = _resources(s, kwargs["runs"].values(), scale)
                 gpu, cpus = r.get("gpu", 0), r.get("gpu", 0) * r.get("cpus_per_gpu", 0) or 1
                 rows.append(dict(rule="train_part", job=f"{exp}/{key}", gpu=gpu, cpus=cpus, mem_mb=r["mem_mb"],
                                  runtime_h=hours(r["runtime"])))

@@ -34,9 +34,12 @@ def _runs(kwargs: dict) -> list[dict]:
 def combos(config: dict, exp: str, key: str, scale: str) -> set[tuple[str, str, str]]:
     """The (experiment, model, dataset) triples of one job, and those of the `train` jobs it reads
     (as ``("train <spec>", arch, dataset)``)."""
-    e = experiments.get(exp)
     s = settings(config, exp, scale)
-    kwargs = e.parts(s)[key]
+    return _combos(exp, s, experiments.get(exp).parts(s)[key], key)
+
+
+def _combos(exp: str, s: dict, kwargs: dict, key: str) -> set[tuple[str, str, str]]:
+    e = experiments.get(exp)
     out = set()
     for run in _runs(kwargs):
         model = run.get("model") or run.get("arch") or s.get("model") or NO_MODEL
@@ -49,8 +52,12 @@ def combos(config: dict, exp: str, key: str, scale: str) -> set[tuple[str, str, 
 
 def paper_combos(config: dict, scale: str = "paper") -> set[tuple[str, str, str]]:
     """Every combination the DAG of `all` has at ``scale``."""
-    return {c for exp in default_experiments(config, scale)
-            for key in experiments.get(exp).parts(settings(config, exp, scale)) for c in combos(config, exp, key, scale)}
+    out = set()
+    for exp in default_experiments(config, scale):
+        s = settings(config, exp, scale)
+        for key, kwargs in experiments.get(exp).parts(s).items():
+            out |= _combos(exp, s, kwargs, key)
+    return out
 
 
 def subset(config: dict, scale: str = "smoke") -> dict[str, list[str]]:
@@ -58,10 +65,12 @@ def subset(config: dict, scale: str = "smoke") -> dict[str, list[str]]:
     chosen: dict[str, list[str]] = {}
     for exp in default_experiments(config, scale):
         e = experiments.get(exp)
-        keys = list(e.parts(settings(config, exp, scale)))
+        s = settings(config, exp, scale)
+        parts = e.parts(s)
+        keys = list(parts)
         by_combo: dict = {}
         for key in keys if e.trains else reversed(keys):  # the last (training) or first (random nets) wins
-            for c in combos(config, exp, key, scale):
+            for c in _combos(exp, s, parts[key], key):
                 if c[0] == exp:
                     by_combo[c] = key
         chosen[exp] = sorted(set(by_combo.values()), key=keys.index)

@@ -154,6 +154,16 @@ def dataset_input(name):
     return [f"{DATA}/fetched/{name}.json"]
 
 
+# --- the smoke test of the paper scale -----------------------------------------------------
+
+
+def smoke_jobs(w):
+    """The part files of the smoke subset (reluinit.smoke.subset); only at the smoke scale."""
+    if SCALE != "smoke":
+        raise WorkflowError("`smoke` runs at the smoke scale: snakemake smoke --cores 2 --config scale=smoke")
+    return smoke.targets(config, smoke.subset(config), RESULTS)
+
+
 # --- reports -----------------------------------------------------------------------------
 
 REPORT_PAPERS = [p for p in PAPERS if Path(workflow.basedir, "notebooks", f"{p}.ipynb").exists()]

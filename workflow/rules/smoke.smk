@@ -3,20 +3,19 @@
 # the paper's sizes and cut short; then every job's peak memory against what its paper-scale job
 # declares, and the seconds per optimizer step of each training family.
 
-if SCALE == "smoke":
 
-    rule smoke:
-        input:
-            smoke.targets(config, smoke.subset(config), RESULTS),
-        output:
-            memory=f"{RESULTS}/memory.csv",
-            cost=f"{RESULTS}/cost.csv",
-        params:
-            results=RESULTS,
-        log:
-            log_file("smoke"),
-        localrule: True
-        conda:
-            "../../envs/science.yaml"
-        script:
-            "../scripts/smoke_report.py"
+rule smoke:
+    input:
+        smoke_jobs,
+    output:
+        memory=f"{RESULTS}/memory.csv",
+        cost=f"{RESULTS}/cost.csv",
+    params:
+        results=lambda w, output: str(Path(output.memory).parent),
+    log:
+        log_file("smoke"),
+    localrule: True
+    conda:
+        "../../envs/science.yaml"
+    script:
+        "../scripts/smoke_report.py"
