@@ -136,7 +136,7 @@ def test_the_plan_is_what_snakemake_assigns(workdir):
 @pytest.mark.workflow
 def test_the_smoke_subset_runs_within_the_declared_memory(workdir):
     """Every smoke job of the CI subset runs; peak memory, projected to the paper's data, fits."""
-    run = snakemake("smoke", "--cores", "2", "--config", "scale=smoke", cwd=workdir, timeout=1800)
+    run = snakemake("smoke", "--cores", "2", "--keep-going", "--config", "scale=smoke", cwd=workdir, timeout=1800)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
     results = workdir / "results" / "smoke"
     memory = pd.read_csv(results / "memory.csv")
