@@ -48,7 +48,7 @@ def training_settings(config: dict, spec: str, scale: str | None = None) -> dict
 # every training run stops after ``max_steps`` optimizer steps (``training.Recipe.max_steps``) and
 # evaluates on the first ``eval_examples`` test examples; what a generic knob cannot cut (a
 # measurement's net count, points) is cut by an experiment's own ``smoke:`` block.
-SMOKE = {"max_steps": 2, "eval_examples": 256}
+SMOKE = {"max_steps": 2, "eval_examples": 64}
 
 
 def smoke_knobs(config: dict, scale: str) -> dict:
