@@ -55,7 +55,8 @@ rule train_part:
         device=config["device"],
         checkpoints=checkpoint_dir,
     message:
-        "{wildcards.exp} [{wildcards.part}]: training at the {params.scale} scale -> {output}"
+        "{wildcards.exp} [{wildcards.part}]: training at the {params.scale} scale -> {output}; resources:"
+        " gpu={resources.gpu} mem_mb={resources.mem_mb} runtime={resources.runtime}m"
     log:
         log_file("{paper}/{exp}/{part}"),
     benchmark:
