@@ -101,7 +101,8 @@ def test_the_memory_projection_adds_the_real_datasets_host_memory():
     assert smoke.data_extra_mb({"cifar10"}) == pytest.approx(expected)
     assert 2000 < expected < 2500  # 60,000 images of 3x32x32 at 13 bytes a pixel
     assert smoke.data_extra_mb(set()) == 0
-    assert smoke.job_datasets(CONFIG, "RP-T2", "cifar100-resnet104-snip-sparsity0.9-rep0") == {"cifar10", "cifar100"}
+    assert smoke.job_datasets(CONFIG, "RP-T2", "cifar100-resnet104-snip-sparsity0.9-rep0") == {"cifar100"}
+    assert smoke.job_datasets(CONFIG, "LR-F5", "d2w48-run0") == {"mnist"}  # through the nets it measures
 
 
 def test_the_plan_lists_every_paper_job_with_its_resources(capsys):

@@ -109,10 +109,11 @@ def data_extra_mb(names: set[str]) -> float:
 
 
 def job_datasets(config: dict, exp: str, key: str) -> set[str]:
-    """The datasets a paper-scale job loads (counted whole, train and test)."""
+    """The datasets a paper-scale job loads (counted whole, train and test): its runs' own, else its
+    experiment's."""
     s = settings(config, exp, "paper")
     names = {run["dataset"] for run in _runs(experiments.get(exp).parts(s)[key]) if "dataset" in run}
-    names |= {s[k] for k in ("dataset",) if k in s} | set(s.get("datasets", []))
+    names = names or {s[k] for k in ("dataset",) if k in s} | set(s.get("datasets", []))
     if "train" in s:
         names.add(s["train"]["dataset"])
     return names
