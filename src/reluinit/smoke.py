@@ -19,7 +19,7 @@ from . import datasets, experiments, paths
 from .config import settings
 from .plan import MEASURE, TRAIN, default_experiments, train_resources
 
-NO_MODEL, NO_DATASET = "random net", "random inputs"
+NO_MODEL, NO_DATASET = "its own net", "random inputs"
 
 # Host bytes a paper-scale job holds per pixel of a dataset it loads, at the peak of loading: the
 # uint8 source (1), its float32 conversion (4), the [0, 1] scaling (4) and the contiguous copy (4).
