@@ -14,6 +14,7 @@ include: "workflow/rules/datasets.smk"
 include: "workflow/rules/training.smk"
 include: "workflow/rules/experiments.smk"
 include: "workflow/rules/reports.smk"
+include: "workflow/rules/smoke.smk"
 
 
 rule all:

@@ -14,7 +14,8 @@ import jsonschema
 def settings(config: dict, exp_id: str, scale: str | None = None) -> dict:
     """The settings of ``exp_id`` at ``scale`` (default: ``config["scale"]``).
 
-    ``paper`` holds every setting; ``quick`` lists only what it shrinks, over ``paper``.
+    ``paper`` holds every setting; ``quick`` lists only what it shrinks, over ``paper``;
+    ``smoke`` is ``paper`` with the block's optional ``smoke`` overrides (``SMOKE`` below).
     """
     scale = scale or config["scale"]
     merged = _at_scale(config["experiments"][exp_id], scale)
@@ -33,13 +34,26 @@ def recipe(config: dict, name: str, scale: str) -> dict:
     """A named recipe (config `recipes:`) at ``scale``, with its name."""
     if name not in config.get("recipes", {}):
         raise KeyError(f"no recipe {name!r} under `recipes:` in the config; known: {sorted(config.get('recipes', {}))}")
-    return {**_at_scale(config["recipes"][name], scale), "name": name}
+    return {**_at_scale(config["recipes"][name], scale), **smoke_knobs(config, scale), "name": name}
 
 
 def training_settings(config: dict, spec: str, scale: str | None = None) -> dict:
     """A training spec's settings at ``scale``, with the data directory and scale it loads from."""
     scale = scale or config["scale"]
-    return {**_at_scale(config["training"][spec], scale), "data_dir": config["data_dir"], "scale": scale}
+    return {**_at_scale(config["training"][spec], scale), **smoke_knobs(config, scale),
+            "data_dir": config["data_dir"], "scale": scale}
+
+
+# The smoke scale runs the paper scale's jobs, models and input shapes, truncated in one place:
+# every training run stops after ``max_steps`` optimizer steps (``training.Recipe.max_steps``) and
+# evaluates on the first ``eval_examples`` test examples; what a generic knob cannot cut (a
+# measurement's net count, points) is cut by an experiment's own ``smoke:`` block.
+SMOKE = {"max_steps": 2, "eval_examples": 64}
+
+
+def smoke_knobs(config: dict, scale: str) -> dict:
+    """The smoke scale's truncation knobs (config ``smoke:`` over ``SMOKE``); none at other scales."""
+    return {**SMOKE, **(config.get("smoke") or {})} if scale == "smoke" else {}
 
 
 def _at_scale(block: dict, scale: str) -> dict:

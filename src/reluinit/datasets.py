@@ -48,13 +48,49 @@ TINY_IMAGENET_DIR = "tiny-imagenet-200"
 # The quick scale replaces a paper's dataset by one that ships with an installed package.
 QUICK_STAND_INS = {"mnist": "digits", "cifar10": "digits", "cifar100": "digits", "tiny_imagenet": "digits",
                    "imagenet": "digits"}
-# Datasets that ship with an installed package: nothing to fetch.
-BUNDLED = {"digits"}
+
+# What the papers' datasets hold: (image shape, classes, training images, test images, name).
+# The smoke scale loads generated tensors of these shapes and class counts instead (``synthetic``),
+# and ``reluinit.smoke`` counts the memory a paper-scale job needs for the real ones.
+SHAPES = {
+    "mnist": ((1, 28, 28), 10, 60_000, 10_000, "MNIST"),
+    "fashion_mnist": ((1, 28, 28), 10, 60_000, 10_000, "Fashion-MNIST"),
+    "cifar10": ((3, 32, 32), 10, 50_000, 10_000, "CIFAR-10"),
+    "cifar100": ((3, 32, 32), 100, 50_000, 10_000, "CIFAR-100"),
+    "tiny_imagenet": ((3, 64, 64), 200, 100_000, 10_000, "Tiny ImageNet"),
+    "imagenet": ((3, 224, 224), 1000, 1_281_167, 50_000, "ImageNet"),
+}
+# The smoke scale's stand-ins, named so in every table that records its dataset.
+SMOKE_STAND_INS = {name: f"synthetic {spec[4]} shapes (smoke)" for name, spec in SHAPES.items()}
+# Sizes of a synthetic set: enough training images for a balanced pruning batch (10 per class; one
+# on Tiny ImageNet and ImageNet, as the RP authors prune there) and a few optimizer steps at the
+# papers' batch sizes; test images past TG's point 1000.
+SYNTHETIC_TRAIN_PER_CLASS, SYNTHETIC_MIN_TRAIN, SYNTHETIC_TEST = 10, 512, 1100
+SYNTHETIC_PER_CLASS = {"tiny_imagenet": 1, "imagenet": 1}
+# Datasets that ship with an installed package or are generated: nothing to fetch.
+BUNDLED = {"digits", *SMOKE_STAND_INS.values()}
 
 
 def resolve(name: str, scale: str) -> str:
-    """The dataset actually loaded for ``name`` at ``scale`` (the quick stand-in, if any)."""
-    return QUICK_STAND_INS.get(name, name) if scale == "quick" else name
+    """The dataset actually loaded for ``name`` at ``scale``: the quick stand-in, or at the smoke
+    scale generated tensors of its shape (the smoke scale never reads or fetches real data)."""
+    if scale == "quick":
+        return QUICK_STAND_INS.get(name, name)
+    if scale == "smoke":
+        return SMOKE_STAND_INS.get(name, name)
+    return name
+
+
+def synthetic(name: str, train: bool = True) -> Split:
+    """Uniform random pixels in [0, 1] of ``name``'s image shape, balanced labels over its class
+    count: the smoke scale's stand-in, which exercises the paper's shapes, not its accuracy."""
+    shape, n_classes = SHAPES[name][:2]
+    per_class = SYNTHETIC_PER_CLASS.get(name, SYNTHETIC_TRAIN_PER_CLASS)
+    n = max(per_class * n_classes, SYNTHETIC_MIN_TRAIN) if train else SYNTHETIC_TEST
+    gen = torch.Generator().manual_seed(int(train))  # fixed: the same tensors in every job
+    y = torch.arange(n) % n_classes
+    y = y[torch.randperm(n, generator=gen)]
+    return Split(torch.rand((n, *shape), generator=gen), y, SMOKE_STAND_INS[name])
 
 DOWNLOAD_TIMEOUT_S = 60
 
@@ -70,7 +106,9 @@ TODO_PREFIX = "what to do: "
 
 # Per-channel (mean, std) of [0, 1] pixels with which the RP authors' code normalises CIFAR (fixed
 # constants, not the training set's own statistics); ``training.load_data(fixed_stats=True)``.
-FIXED_STATS = {name: ((0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010)) for name in ("cifar10", "cifar100")}
+# Their smoke stand-ins share them, so that a smoke job normalises as the paper's job does.
+FIXED_STATS = {name: ((0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010))
+               for name in ("cifar10", "cifar100", SMOKE_STAND_INS["cifar10"], SMOKE_STAND_INS["cifar100"])}
 
 
 @dataclass
@@ -232,10 +270,13 @@ def rearrange_tiny_imagenet_val(target: str | Path) -> int:
 # --- loading ---------------------------------------------------------------------------------
 
 def load(name: str, root: str | Path, train: bool = True, scale: str = "paper") -> Split:
-    """Load a split into memory. At the quick scale MNIST becomes the bundled digits."""
-    name = resolve(name, scale)
+    """Load a split into memory. At the quick scale MNIST becomes the bundled digits; at the smoke
+    scale every dataset becomes generated tensors of its shape (``synthetic``)."""
+    original, name = name, resolve(name, scale)
     if name == "digits":
         return digits(train)
+    if name != original and name == SMOKE_STAND_INS.get(original):
+        return synthetic(original, train)
     if name == "imagenet":
         raise DatasetUnavailable(
             "ImageNet (RP-T8, optional) does not fit in device memory, and this pipeline has no streaming "

@@ -63,6 +63,10 @@ class Recipe:
     compile: bool = False
     eval_batch_size: int = 1000
     check_every: int = 100  # steps between divergence checks (each one a host synchronisation)
+    # The smoke scale's truncation (config ``smoke:``): stop after this many optimizer steps, and
+    # evaluate on the first ``eval_examples`` test examples only. None (every other scale): no cut.
+    max_steps: int | None = None
+    eval_examples: int | None = None
 
     @classmethod
     def from_settings(cls, s: dict) -> "Recipe":
@@ -71,9 +75,12 @@ class Recipe:
         return cls(**{k: v for k, v in s.items() if k in names})
 
     def n_epochs(self, steps_per_epoch: int) -> int:
-        if self.iterations is None:
-            return self.epochs
-        return math.ceil(self.iterations / steps_per_epoch)
+        n = self.epochs if self.iterations is None else math.ceil(self.iterations / steps_per_epoch)
+        return n if self.max_steps is None else min(n, math.ceil(self.max_steps / steps_per_epoch))
+
+    def total_steps(self, steps_per_epoch: int) -> int:
+        n = self.iterations or self.n_epochs(steps_per_epoch) * steps_per_epoch
+        return n if self.max_steps is None else min(n, self.max_steps)
 
     def lr_at(self, epoch: int, n_epochs: int) -> float:
         """Learning rate of (1-based) ``epoch``."""
@@ -159,8 +166,9 @@ class DeviceData:
                 xb = _crop_flip(xb, gen, pad)
             yield self._fmt(xb), yb
 
-    def eval_batches(self, batch_size: int):
-        for start in range(0, len(self), batch_size):
+    def eval_batches(self, batch_size: int, n: int | None = None):
+        """The first ``n`` examples (all by default) in order, ``batch_size`` at a time."""
+        for start in range(0, len(self) if n is None else n, batch_size):
             yield self._fmt(self.x[start:start + batch_size]), self.y[start:start + batch_size]
 
 
@@ -209,19 +217,21 @@ class Run:
 
 @torch.no_grad()
 def evaluate(model: nn.Module, data: DeviceData, batch_size: int = 1000, autocast: torch.dtype | None = None,
-             loss_fn: LossFn = cross_entropy) -> tuple[float, float]:
-    """Mean loss and accuracy over ``data`` (eval mode; one synchronisation at the end)."""
+             loss_fn: LossFn = cross_entropy, limit: int | None = None) -> tuple[float, float]:
+    """Mean loss and accuracy over ``data``, or its first ``limit`` examples (eval mode; one
+    synchronisation at the end)."""
     was_training = model.training
     model.eval()
     loss = torch.zeros((), device=data.device)
     correct = torch.zeros((), device=data.device, dtype=torch.long)
-    for xb, yb in data.eval_batches(batch_size):
+    n = len(data) if limit is None else min(limit, len(data))
+    for xb, yb in data.eval_batches(max(1, min(batch_size, n)), n):
         with torch.autocast(data.device.type, dtype=autocast or torch.float32, enabled=autocast is not None):
             batch_loss, logits = loss_fn(model, xb, yb)
         loss += batch_loss.float() * len(yb)
         correct += (logits.argmax(dim=1) == yb).sum()
     model.train(was_training)
-    return (loss / len(data)).item(), correct.item() / len(data)
+    return (loss / n).item(), correct.item() / n
 
 
 def save_checkpoint(state: dict, path: str | Path) -> None:
@@ -302,7 +312,7 @@ def fit(model: nn.Module, train: DeviceData, test: DeviceData, recipe: Recipe, *
     n_classes = n_classes or int(train.y.max().item()) + 1
     steps_per_epoch = math.ceil(len(train) / recipe.batch_size)
     n_epochs = recipe.n_epochs(steps_per_epoch)
-    total_steps = recipe.iterations or n_epochs * steps_per_epoch
+    total_steps = recipe.total_steps(steps_per_epoch)
     if recipe.channels_last:
         model = model.to(memory_format=torch.channels_last)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -321,7 +331,7 @@ def fit(model: nn.Module, train: DeviceData, test: DeviceData, recipe: Recipe, *
         run = Run(state["history"], state["measures"], state["diverged"])
         log.info("resumed from %s at epoch %d of %d", checkpoint.path, run.final["epoch"], n_epochs)
     else:
-        test_loss, test_acc = evaluate(model, test, recipe.eval_batch_size, autocast, loss_fn)
+        test_loss, test_acc = evaluate(model, test, recipe.eval_batch_size, autocast, loss_fn, recipe.eval_examples)
         run.history.append(_row(0, 0, math.nan, math.nan, math.nan, test_loss, test_acc, 0.0))
         run.measures += [dict(r, epoch=0) for r in (on_epoch(0, model) if on_epoch else [])]
         log.info("epoch 0 (init): test loss %.4f, test accuracy %.4f", test_loss, test_acc)
@@ -361,9 +371,10 @@ def fit(model: nn.Module, train: DeviceData, test: DeviceData, recipe: Recipe, *
                                     time.perf_counter() - started, diverged=True))
         else:
             train_loss, train_acc = (loss_sum / max(seen, 1)).item(), correct.item() / max(seen, 1)
-            test_loss, test_acc = evaluate(model, test, recipe.eval_batch_size, autocast, loss_fn)
+            train_seconds = time.perf_counter() - started  # the steps alone (the .item() above synchronised)
+            test_loss, test_acc = evaluate(model, test, recipe.eval_batch_size, autocast, loss_fn, recipe.eval_examples)
             run.history.append(_row(epoch, step, lr, train_loss, train_acc, test_loss, test_acc,
-                                    time.perf_counter() - started))
+                                    time.perf_counter() - started, train_seconds=train_seconds))
             run.measures += [dict(r, epoch=epoch) for r in (on_epoch(epoch, model) if on_epoch else [])]
             log.info("epoch %d/%d (step %d, lr %.3g): train loss %.4f acc %.4f, test loss %.4f acc %.4f, %.1f s",
                      epoch, n_epochs, step, lr, train_loss, train_acc, test_loss, test_acc, run.final["seconds"])
@@ -408,9 +419,13 @@ def resume_masks(checkpoint: Checkpoint | None) -> dict | None:
     return None if state is None else state["masks"]
 
 
-def _row(epoch, step, lr, train_loss, train_acc, test_loss, test_acc, seconds, diverged=False) -> dict:
+def _row(epoch, step, lr, train_loss, train_acc, test_loss, test_acc, seconds, diverged=False,
+         train_seconds=math.nan) -> dict:
+    """One epoch of a run's history; ``seconds`` with its evaluation, ``train_seconds`` its steps only
+    (what ``reluinit.smoke`` divides by the steps for the cost of a step)."""
     return {"epoch": epoch, "step": step, "lr": lr, "train_loss": train_loss, "train_acc": train_acc,
-            "test_loss": test_loss, "test_acc": test_acc, "seconds": seconds, "diverged": diverged}
+            "test_loss": test_loss, "test_acc": test_acc, "seconds": seconds, "train_seconds": train_seconds,
+            "diverged": diverged}
 
 
 def _plain(d: dict) -> dict:
@@ -456,11 +471,11 @@ class _MLPModule(nn.Module):
 
 def train_adam(net: MLP, train: tuple[torch.Tensor, torch.Tensor], test: tuple[torch.Tensor, torch.Tensor], *,
                epochs: int, lr: float, batch_size: int, seed: int, checkpoints: list[int],
-               resume: Checkpoint | None = None) -> list[dict]:
+               resume: Checkpoint | None = None, max_steps: int | None = None) -> list[dict]:
     """Train ``net`` in place with Adam on cross-entropy (``fit``); return a snapshot at each epoch in
     ``checkpoints`` (0 = at initialization), each with its test accuracy and mean train loss. A run
     that diverges ends with a snapshot marked ``diverged`` at chance accuracy. ``resume``: the run's
-    resumable state (``fit``'s checkpoint)."""
+    resumable state (``fit``'s checkpoint). ``max_steps``: the smoke scale's cut (``Recipe.max_steps``)."""
     module = _MLPModule(net)
     device = net.weights[0].device
     train_data = DeviceData(*train, device, dtype=net.weights[0].dtype)
@@ -471,7 +486,7 @@ def train_adam(net: MLP, train: tuple[torch.Tensor, torch.Tensor], test: tuple[t
         return [{"state": snapshot(net)}] if epoch in checkpoints else []
 
     recipe = Recipe(optimizer="adam", lr=lr, batch_size=batch_size, epochs=epochs, schedule="constant",
-                    precision="fp32", check_every=1)
+                    precision="fp32", check_every=1, max_steps=max_steps)
     result = fit(module, train_data, test_data, recipe, seed=seed, on_epoch=keep, n_classes=n_classes,
                  checkpoint=resume)
     by_epoch = {r["epoch"]: r for r in result.history}
@@ -522,7 +537,7 @@ def train_classifier(s: dict, arch: str, seed: int, device: str = "auto", resume
                                                   seed=seed)
     states = train_adam(net, (x, y), flat(test, device), epochs=s["epochs"], lr=s["lr"],
                         batch_size=s["batch_size"], seed=seed, checkpoints=s["checkpoints"],
-                        resume=Checkpoint(resume, fingerprint) if resume else None)
+                        resume=Checkpoint(resume, fingerprint) if resume else None, max_steps=s.get("max_steps"))
     for st in states:
         st.update(arch=arch, seed=seed, dataset=train.name, fingerprint=fingerprint)
     return states

@@ -21,7 +21,7 @@ from reluinit import workflow_env  # noqa: E402
 
 workflow_env.export(_SRC)
 
-from reluinit import claims, experiments, paths, provenance, reports  # noqa: E402
+from reluinit import claims, experiments, paths, plan, provenance, reports, smoke  # noqa: E402
 from reluinit.config import explain, settings, training_settings  # noqa: E402
 
 try:
@@ -32,7 +32,7 @@ except WorkflowError as e:
     raise WorkflowError(explain(cause) if hasattr(cause, "absolute_path") else str(e)) from None
 
 SCALE = config["scale"]
-# One results tree per scale (results/quick, results/paper): neither reads the other's files.
+# One results tree per scale (results/quick, results/paper, results/smoke): none reads another's files.
 RESULTS = paths.scale_root(config["results"], SCALE)
 DATA = config["data_dir"]
 EXPERIMENTS = list(config["experiments"])
@@ -100,32 +100,15 @@ def table_parts(exp):
     return [paths.part(RESULTS, source, key) for key in part_keys(source)]
 
 
-def _hours(runtime):
-    value, unit = re.fullmatch(r"([0-9.]+)\s*([a-z]*)", str(runtime)).groups()
-    return float(value) * {"": 1 / 60, "m": 1 / 60, "min": 1 / 60, "h": 1, "d": 24}[unit]
-
-
 def train_resources(w):
-    """A training job's resources from its experiment's `resources` settings: gpu, cpus per GPU,
-    memory, and a runtime that may depend on the model (`runtime: {resnet32: "12h", ...}`);
-    a job that runs several runs asks for the sum of theirs. Quick-scale jobs ask for no GPU."""
+    """A training job's resources (reluinit.plan.train_resources, which `python -m reluinit.plan`
+    prints for every job)."""
     return _train_resources(w.exp, w.part)
 
 
 @functools.cache  # asked once per resource and job: the runs are listed once per job
 def _train_resources(exp, part):
-    s = exp_settings(exp)
-    r = s.get("resources", {})
-    runs = experiments.get(exp).parts(s)[part]["runs"].values()
-    per_model = r.get("runtime", "1h")
-    if isinstance(per_model, dict):
-        hours = sum(_hours(per_model.get(run.get("model"), per_model.get("default", "1h"))) for run in runs)
-    else:
-        hours = _hours(per_model) * len(runs)
-    out = {"mem_mb": r.get("mem_mb", 8000), "runtime": f"{max(1, round(hours * 60))}m"}
-    if r.get("gpu", 0) and SCALE != "quick":  # the quick scale is CPU-only by design
-        out.update(gpu=r["gpu"], cpus_per_gpu=r.get("cpus_per_gpu", 8))
-    return out
+    return plan.train_resources(config, exp, part, SCALE)
 
 
 def train_threads(w):
@@ -174,6 +157,16 @@ def dataset_input(name):
     if resolve(name, SCALE) in BUNDLED:
         return []
     return [f"{DATA}/fetched/{name}.json"]
+
+
+# --- the smoke test of the paper scale -----------------------------------------------------
+
+
+def smoke_jobs(w):
+    """The part files of the smoke subset (reluinit.smoke.subset); only at the smoke scale."""
+    if SCALE != "smoke":
+        raise WorkflowError("`smoke` runs at the smoke scale: snakemake smoke --cores 2 --config scale=smoke")
+    return smoke.targets(config, smoke.subset(config), RESULTS)
 
 
 # --- reports -----------------------------------------------------------------------------

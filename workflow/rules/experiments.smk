@@ -27,11 +27,11 @@ rule measure:
         log_file("{paper}/{exp}/{part}"),
     benchmark:
         benchmark_file("{paper}/{exp}/{part}")
-    # quick jobs are mostly Python start-up, which is single-threaded: two at a time, one thread each
-    threads: 1 if SCALE == "quick" else 2
+    # quick and smoke jobs are mostly Python start-up, which is single-threaded: two at a time, one thread each
+    threads: 1 if SCALE in ("quick", "smoke") else plan.MEASURE["threads"]
     resources:
-        mem_mb=8000,
-        runtime="2h",
+        mem_mb=plan.MEASURE["mem_mb"],
+        runtime=plan.MEASURE["runtime"],
     conda:
         "../../envs/science.yaml"
     script:
@@ -57,7 +57,8 @@ rule train_part:
         device=config["device"],
         checkpoints=checkpoint_dir,
     message:
-        "{wildcards.exp} [{wildcards.part}]: training at the {params.scale} scale -> {output}"
+        "{wildcards.exp} [{wildcards.part}]: training at the {params.scale} scale -> {output}; resources:"
+        " gpu={resources.gpu} mem_mb={resources.mem_mb} runtime={resources.runtime}m"
     log:
         log_file("{paper}/{exp}/{part}"),
     benchmark:

@@ -21,10 +21,10 @@ rule train:
         log_file("trained/{spec}/{arch}-run{run}"),
     benchmark:
         benchmark_file("trained/{spec}/{arch}-run{run}")
-    threads: 2
+    threads: plan.TRAIN["threads"]
     resources:
-        mem_mb=8000,
-        runtime="6h",
+        mem_mb=plan.TRAIN["mem_mb"],
+        runtime=plan.TRAIN["runtime"],
     conda:
         "../../envs/science.yaml"
     script:

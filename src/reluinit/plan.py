@@ -1,0 +1,142 @@
+"""What a build will ask a cluster for: every job of the DAG with its resources, and the bill.
+
+The workflow's rules take their resources from here (``train_resources``, ``MEASURE``, ``TRAIN``),
+so the table printed by
+
+    python -m reluinit.plan paper        # or quick, smoke; --config other.yaml; --csv out.csv
+
+is what Snakemake submits: one row per measurement or training job (gpu, cpus, mem_mb, runtime)
+and the totals (jobs, GPU-hours, CPU-hours, memory). Figure, report and fetch jobs are small
+local jobs and are counted, not priced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from . import experiments
+from .config import settings, training_settings
+
+# Resources of the rules whose jobs all ask the same (rule `measure`, rule `train`).
+MEASURE = {"mem_mb": 8000, "runtime": "2h", "threads": 2}
+TRAIN = {"mem_mb": 8000, "runtime": "6h", "threads": 2}
+DEFAULT_TRAIN_RUNTIME = "1h"
+
+
+def hours(runtime) -> float:
+    """``"90m"``, ``"3h"``, ``"7d"`` or minutes as a number, in hours."""
+    found = re.fullmatch(r"([0-9.]+)\s*([a-z]*)", str(runtime))
+    units = {"": 1 / 60, "m": 1 / 60, "min": 1 / 60, "h": 1, "d": 24}
+    if not found or found.group(2) not in units:
+        raise ValueError(f"runtime {runtime!r}: expected a number of minutes or <n>m, <n>h, <n>d")
+    return float(found.group(1)) * units[found.group(2)]
+
+
+def train_resources(config: dict, exp: str, part: str, scale: str | None = None) -> dict:
+    """A training job's resources from its experiment's ``resources`` settings: gpu, cpus per GPU,
+    memory, and a runtime that may depend on the model (``runtime: {resnet32: "12h", ...}``); a job
+    that runs several runs asks for the sum of theirs. Quick-scale jobs ask for no GPU; smoke jobs
+    declare the paper's resources (what their peak memory is checked against)."""
+    scale = scale or config["scale"]
+    s = settings(config, exp, scale)
+    return _resources(s, experiments.get(exp).parts(s)[part]["runs"].values(), scale)
+
+
+def _resources(s: dict, runs, scale: str) -> dict:
+    r = s.get("resources", {})
+    per_model = r.get("runtime", DEFAULT_TRAIN_RUNTIME)
+    if isinstance(per_model, dict):
+        total = sum(hours(per_model.get(run.get("model"), per_model.get("default", DEFAULT_TRAIN_RUNTIME)))
+                    for run in runs)
+    else:
+        total = hours(per_model) * len(runs)
+    out = {"mem_mb": r.get("mem_mb", 8000), "runtime": f"{max(1, round(total * 60))}m"}
+    if r.get("gpu", 0) and scale != "quick":  # the quick scale is CPU-only by design
+        out.update(gpu=r["gpu"], cpus_per_gpu=r.get("cpus_per_gpu", 8))
+    return out
+
+
+def default_experiments(config: dict, scale: str) -> list[str]:
+    """Experiments `all` builds that have jobs of their own (not optional ones, not views)."""
+    return [e for e in config["experiments"] if not experiments.get(e).source
+            and not settings(config, e, scale).get("optional", False)]
+
+
+def jobs(config: dict, scale: str | None = None, exps: list[str] | None = None) -> pd.DataFrame:
+    """One row per measurement, training and `train` job of ``exps`` (default: what `all` builds)."""
+    scale = scale or config["scale"]
+    rows, specs = [], {}
+    for exp in exps or default_experiments(config, scale):
+        e = experiments.get(exp)
+        s = settings(config, exp, scale)
+        for key, kwargs in e.parts(s).items():
+            if e.trains:
+                r = _resources(s, kwargs["runs"].values(), scale)
+                gpu, cpus = r.get("gpu", 0), r.get("gpu", 0) * r.get("cpus_per_gpu", 0) or 1
+                rows.append(dict(rule="train_part", job=f"{exp}/{key}", gpu=gpu, cpus=cpus, mem_mb=r["mem_mb"],
+                                 runtime_h=hours(r["runtime"])))
+            else:
+                rows.append(dict(rule="measure", job=f"{exp}/{key}", gpu=0, cpus=MEASURE["threads"],
+                                 mem_mb=MEASURE["mem_mb"], runtime_h=hours(MEASURE["runtime"])))
+            for spec, arch, run in e.trained(s, key):
+                specs[(spec, arch, run)] = None
+    for spec, arch, run in specs:
+        rows.append(dict(rule="train", job=f"{spec}/{arch}-run{run}", gpu=0, cpus=TRAIN["threads"],
+                         mem_mb=TRAIN["mem_mb"], runtime_h=hours(TRAIN["runtime"])))
+    table = pd.DataFrame(rows, columns=["rule", "job", "gpu", "cpus", "mem_mb", "runtime_h"])
+    table["gpu_hours"] = table["gpu"] * table["runtime_h"]
+    table["cpu_hours"] = table["cpus"] * table["runtime_h"]
+    return table
+
+
+def totals(table: pd.DataFrame) -> pd.DataFrame:
+    """Jobs, GPU-hours, CPU-hours, the longest runtime and the largest memory, per rule and in all."""
+    agg = dict(jobs=("job", "size"), gpu_hours=("gpu_hours", "sum"), cpu_hours=("cpu_hours", "sum"),
+               longest_h=("runtime_h", "max"), max_mem_mb=("mem_mb", "max"))
+    by_rule = table.groupby("rule").agg(**agg)
+    by_rule.loc["total"] = [len(table), table["gpu_hours"].sum(), table["cpu_hours"].sum(),
+                            table["runtime_h"].max(), table["mem_mb"].max()]
+    return by_rule
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m reluinit.plan", description=__doc__.split("\n\n")[0])
+    parser.add_argument("scale", nargs="?", default="paper", choices=["paper", "quick", "smoke"])
+    parser.add_argument("--config", default="config.yaml", help="the workflow config (default: config.yaml)")
+    parser.add_argument("--csv", help="also write every job's row to this CSV file")
+    parser.add_argument("--all-jobs", action="store_true", help="print every job, not one line per experiment")
+    args = parser.parse_args(argv)
+    if not Path(args.config).exists():
+        parser.error(f"no config at {args.config}: run from the workflow's folder or pass --config")
+    config = yaml.safe_load(Path(args.config).read_text())
+    table = jobs(config, args.scale)
+    if args.csv:
+        table.to_csv(args.csv, index=False)
+    pd.set_option("display.width", 160)
+    pd.set_option("display.max_rows", None)
+    if args.all_jobs:
+        print(table.to_string(index=False))
+    else:  # one line per experiment and rule: the same resources repeat over its jobs
+        table["experiment"] = table["job"].str.split("/").str[0]
+        per_exp = table.groupby(["rule", "experiment"], sort=False).agg(
+            jobs=("job", "size"), gpu=("gpu", "max"), cpus=("cpus", "max"), mem_mb=("mem_mb", "max"),
+            runtime_h=("runtime_h", "max"), gpu_hours=("gpu_hours", "sum"), cpu_hours=("cpu_hours", "sum"))
+        print(f"Jobs of `snakemake all` at the {args.scale} scale, resources as the rules declare them "
+              f"(runtime_h: the longest job's):\n")
+        print(per_exp.round(2).to_string())
+    summary = totals(table)
+    print(f"\nTotals ({args.scale} scale; figure, report and fetch jobs are local and not priced):\n")
+    print(summary.round(1).to_string())
+    print(f"\n{int(summary.loc['total', 'jobs'])} jobs, {summary.loc['total', 'gpu_hours']:.0f} GPU-hours, "
+          f"{summary.loc['total', 'cpu_hours']:.0f} CPU-hours requested")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

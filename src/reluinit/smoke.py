@@ -1,0 +1,177 @@
+"""The smoke test of the paper scale: which jobs to run, whether they cover the paper's DAG, whether
+their memory fits what the paper's jobs declare, and what a training step costs.
+
+A job's *combinations* are the (experiment, model, dataset) triples its runs touch. ``subset``
+picks, from the experiment registry at the smoke scale, one job per combination of every
+experiment that `all` builds: for a random-net experiment its first job, for a training experiment
+the last job holding the combination (the config's lists grow, so that is its largest: ResNet104,
+3xVGG16, the FFNN of depth 100). A new experiment is covered without editing any test;
+``uncovered`` names each combination of the paper DAG that no smoke job has.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from . import datasets, experiments, paths
+from .config import settings
+from .plan import MEASURE, TRAIN, default_experiments, train_resources
+
+NO_MODEL, NO_DATASET = "its own net", "random inputs"
+
+# Host bytes a paper-scale job holds per pixel of a dataset it loads, at the peak of loading: the
+# uint8 source (1), its float32 conversion (4), the [0, 1] scaling (4) and the contiguous copy (4).
+# A GPU job's normalised device copy lives in GPU memory, not in the host's max_rss.
+HOST_BYTES_PER_PIXEL = 13
+
+
+def _runs(kwargs: dict) -> list[dict]:
+    return list(kwargs["runs"].values()) if "runs" in kwargs else [kwargs]
+
+
+def combos(config: dict, exp: str, key: str, scale: str) -> set[tuple[str, str, str]]:
+    """The (experiment, model, dataset) triples of one job, and those of the `train` jobs it reads
+    (as ``("train <spec>", arch, dataset)``)."""
+    s = settings(config, exp, scale)
+    return _combos(exp, s, experiments.get(exp).parts(s)[key], key)
+
+
+def _combos(exp: str, s: dict, kwargs: dict, key: str) -> set[tuple[str, str, str]]:
+    e = experiments.get(exp)
+    out = set()
+    for run in _runs(kwargs):
+        model = run.get("model") or run.get("arch") or s.get("model") or NO_MODEL
+        dataset = run.get("dataset") or s.get("dataset") or s.get("train", {}).get("dataset") or NO_DATASET
+        out.add((exp, str(model), dataset))
+    for spec, arch, _ in e.trained(s, key):
+        out.add((f"train {spec}", arch, s["train"]["dataset"]))
+    return out
+
+
+def paper_combos(config: dict, scale: str = "paper") -> set[tuple[str, str, str]]:
+    """Every combination the DAG of `all` has at ``scale``."""
+    out = set()
+    for exp in default_experiments(config, scale):
+        s = settings(config, exp, scale)
+        for key, kwargs in experiments.get(exp).parts(s).items():
+            out |= _combos(exp, s, kwargs, key)
+    return out
+
+
+def subset(config: dict, scale: str = "smoke") -> dict[str, list[str]]:
+    """One job per combination of each experiment `all` builds, as ``{experiment: [part keys]}``."""
+    chosen: dict[str, list[str]] = {}
+    for exp in default_experiments(config, scale):
+        e = experiments.get(exp)
+        s = settings(config, exp, scale)
+        parts = e.parts(s)
+        keys = list(parts)
+        by_combo: dict = {}
+        for key in keys if e.trains else reversed(keys):  # the last (training) or first (random nets) wins
+            for c in _combos(exp, s, parts[key], key):
+                if c[0] == exp:
+                    by_combo[c] = key
+        chosen[exp] = sorted(set(by_combo.values()), key=keys.index)
+    return chosen
+
+
+def uncovered(config: dict, chosen: dict[str, list[str]], scale: str = "smoke") -> set[tuple[str, str, str]]:
+    """Combinations of the paper DAG that none of the ``chosen`` smoke jobs has."""
+    have = {c for exp, keys in chosen.items() for key in keys for c in combos(config, exp, key, scale)}
+    return paper_combos(config) - have
+
+
+def targets(config: dict, chosen: dict[str, list[str]], results: str) -> list[str]:
+    """The part files of the ``chosen`` jobs under the smoke results tree ``results``."""
+    return [paths.part(results, exp, key) for exp, keys in chosen.items() for key in keys]
+
+
+def declared_mem_mb(config: dict, exp: str, key: str) -> int:
+    """The memory the paper-scale job declares (what the smoke job is checked against)."""
+    if experiments.get(exp).trains:
+        return train_resources(config, exp, key, "paper")["mem_mb"]
+    return MEASURE["mem_mb"]
+
+
+def data_extra_mb(names: set[str]) -> float:
+    """Host memory (MB) the paper's datasets ``names`` need beyond their smoke stand-ins."""
+    extra = 0
+    for name in names:
+        if name not in datasets.SHAPES:
+            continue
+        shape, _, n_train, n_test, _ = datasets.SHAPES[name]
+        pixels = int(pd.Series(shape).prod())
+        smoke_n = len(datasets.synthetic(name, True).y) + datasets.SYNTHETIC_TEST
+        extra += HOST_BYTES_PER_PIXEL * pixels * (n_train + n_test - smoke_n)
+    return extra / 1e6
+
+
+def job_datasets(config: dict, exp: str, key: str) -> set[str]:
+    """The datasets a paper-scale job loads (counted whole, train and test): its runs' own, else its
+    experiment's."""
+    s = settings(config, exp, "paper")
+    names = {run["dataset"] for run in _runs(experiments.get(exp).parts(s)[key]) if "dataset" in run}
+    names = names or {s[k] for k in ("dataset",) if k in s} | set(s.get("datasets", []))
+    if "train" in s:
+        names.add(s["train"]["dataset"])
+    return names
+
+
+def memory_table(config: dict, chosen: dict[str, list[str]], results: str) -> pd.DataFrame:
+    """Each smoke job's peak resident memory (Snakemake benchmark ``max_rss``), projected to the
+    paper's data, against the ``mem_mb`` its paper-scale job declares. The projection adds the host
+    memory of the real datasets beyond the generated ones (``data_extra_mb``); it leaves in what the
+    CPU holds that a GPU job keeps on its GPU (activations, a device copy of the data), so it errs
+    high. `train` jobs (LR's nets) are included with rule `train`'s memory."""
+    rows = []
+    for exp, keys in chosen.items():
+        for key in keys:
+            job = paths.part(results, exp, key)
+            bench = paths.benchmark(results, job[len(results) + 1:-len(".csv")])
+            names = job_datasets(config, exp, key)
+            rows.append(dict(job=f"{exp}/{key}", benchmark=bench, datasets=" ".join(sorted(names)),
+                             declared_mem_mb=declared_mem_mb(config, exp, key), data_extra_mb=data_extra_mb(names)))
+            s = settings(config, exp, "smoke")
+            for spec, arch, run in experiments.get(exp).trained(s, key):
+                rows.append(dict(job=f"{spec}/{arch}-run{run}",
+                                 benchmark=paths.benchmark(results, f"trained/{spec}/{arch}-run{run}"),
+                                 datasets=s["train"]["dataset"], declared_mem_mb=TRAIN["mem_mb"],
+                                 data_extra_mb=data_extra_mb({s["train"]["dataset"]})))
+    table = pd.DataFrame(rows).drop_duplicates("job")
+    table["max_rss_mb"] = [_max_rss(b) for b in table["benchmark"]]
+    table["projected_mb"] = table["max_rss_mb"] + table["data_extra_mb"]
+    table["fits"] = table["projected_mb"] <= table["declared_mem_mb"]
+    return table
+
+
+def _max_rss(benchmark: str) -> float:
+    if not Path(benchmark).exists():
+        raise FileNotFoundError(f"{benchmark} is missing: the smoke job did not run with its benchmark")
+    return float(pd.read_csv(benchmark, sep="\t")["max_rss"].iloc[0])
+
+
+def cost_table(config: dict, chosen: dict[str, list[str]], results: str) -> pd.DataFrame:
+    """CPU seconds per optimizer step of each training job, at the paper's batch size, from the
+    ``train_seconds`` of its runs' epochs (the steps alone, first steps included) in its part table.
+    One row per (experiment, model, dataset); the GPU's cost table extends it with a device column."""
+    rows = []
+    for exp, keys in chosen.items():
+        if not experiments.get(exp).trains:
+            continue
+        s = settings(config, exp, "smoke")
+        for key in keys:
+            table = pd.read_csv(paths.part(results, exp, key))
+            epochs = table[(table["epoch"] > 0) & table["train_seconds"].notna()]
+            steps = epochs.groupby("run")["step"].max().sum() if "run" in epochs else epochs["step"].max()
+            mine = sorted(c for c in combos(config, exp, key, "smoke") if c[0] == exp)
+            dataset = mine[0][2]
+            recipe = s.get("recipes_by_dataset", {}).get(dataset, s["recipe"])
+            rows.append(dict(experiment=exp, model=" ".join(sorted({c[1] for c in mine})),
+                             dataset=" ".join(sorted({c[2] for c in mine})), batch_size=recipe["batch_size"],
+                             runs=len(_runs(experiments.get(exp).parts(s)[key])), steps=int(steps),
+                             seconds=float(epochs["train_seconds"].sum()), device="cpu", scale="smoke"))
+    table = pd.DataFrame(rows)
+    table["seconds_per_step"] = table["seconds"] / table["steps"]
+    return table
