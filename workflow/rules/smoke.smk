@@ -5,6 +5,7 @@
 
 
 rule smoke:
+    """Check the smoke subset's coverage and peak memory; tabulate the cost of a training step."""
     input:
         smoke_jobs,
     output:
