@@ -1,12 +1,13 @@
 # Two entry points for a fresh machine (Python >= 3.11 with venv and pip):
 #   make quick   install everything into .venv and build every target at the quick scale
 #   make test    install everything into .venv and run the test suite
+#   make smoke   run the paper scale's smoke subset (one job per experiment, model and dataset)
 PYTHON ?= python3
 VENV ?= .venv
 CORES ?= 2
 BIN := $(VENV)/bin
 
-.PHONY: install quick test clean
+.PHONY: install quick test smoke clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +25,9 @@ quick: install
 
 test: install
 	$(BIN)/python -m pytest -v
+
+smoke: install
+	$(BIN)/python -m pytest -v -m smoke
 
 clean:
 	rm -rf results .snakemake report.html report.zip

@@ -135,6 +135,7 @@ def test_the_plan_is_what_snakemake_assigns(workdir):
 
 
 @pytest.mark.workflow
+@pytest.mark.smoke
 def test_the_smoke_subset_runs_within_the_declared_memory(workdir):
     """Every smoke job of the CI subset runs; peak memory, projected to the paper's data, fits. One
     optimizer step a run, at the paper's batch size: ResNet104's step on 64x64 inputs is a minute of
