@@ -201,8 +201,8 @@ def test_quick_scale_builds_every_target(workdir):
     assert (read.loc[read["verdict"] == claims.NOT_REPRODUCED, "why"] != "").all()
     notebook = (results / "reports" / "RP.html").read_text()
     assert "hl-ipython3" not in notebook and "<a id=\"RP-T1\">" in notebook  # no code cell, anchors
-    built = json.loads((results / "figures" / "OP-F1.json").read_text())
-    assert built["scale"] == "quick" and built["settings"]["widths"] == [100, 500, 4060]
+    record = json.loads((results / "figures" / "OP-F1.json").read_text())
+    assert record["scale"] == "quick" and record["settings"]["widths"] == [100, 500, 4060]
 
     # The Snakemake report: the scorecard, then each paper's figures and notebook.
     rep = snakemake("all", "--report", "report.zip", "--config", "scale=quick", cwd=workdir)
