@@ -65,6 +65,12 @@ class MLP:
     def n_hidden(self) -> int:
         return len(self.weights) - int(self.readout)
 
+    def to(self, dtype: torch.dtype) -> "MLP":
+        """The same net in another float type (a net drawn in float64 and measured in float32
+        is the same net as its float64 original, up to rounding)."""
+        cast = lambda ts: None if ts is None else [t.to(dtype) for t in ts]  # noqa: E731
+        return MLP(cast(self.weights), cast(self.biases), self.activation, self.readout, cast(self.masks))
+
     def effective_weights(self) -> list[torch.Tensor]:
         if self.masks is None:
             return self.weights

@@ -174,14 +174,16 @@ def _hash_keys(width: int, layer: int, device) -> torch.Tensor:
 
 
 def measure(net: MLP, path, n_pieces: int, chunk: int = 2047, transitions: bool = True,
-            patterns: bool = False) -> TrajectoryStats:
+            patterns: bool = False, pre: bool = True) -> TrajectoryStats:
     """Push ``n_pieces + 1`` equally spaced points ``t_i = i / n_pieces`` of ``path`` through the
     hidden layers of ``net`` (see the module doc for what is summed).
 
     Points go through in chunks of ``chunk`` pieces; consecutive chunks share their boundary
     point, so every piece lies inside one chunk and memory is bounded by the chunk size.
     Transitions cost a few per cent on top of the products; ``patterns`` (hashing every
-    point's pattern) about ten per cent more. What is not counted is reported as -1.
+    point's pattern) about ten per cent more. What is not counted is reported as -1, and
+    ``length_pre`` as NaN with ``pre=False`` (one pass fewer per layer: a growth sweep's only
+    wanted numbers are ``growth`` and ``length``, and then the products are all that is left).
     """
     weights, biases = net.effective_weights()[: net.n_hidden], net.biases[: net.n_hidden]
     dtype, device = weights[0].dtype, weights[0].device
@@ -211,7 +213,8 @@ def measure(net: MLP, path, n_pieces: int, chunk: int = 2047, transitions: bool 
             k = w.shape[0]
             h = torch.addmm(b, z, w.T, out=buf(f"h{l % 2}", n, k))
             d = buf("diff", n - 1, k)
-            length_pre[l] += torch.linalg.vector_norm(torch.sub(h[1:], h[:-1], out=d), dim=1).sum()
+            if pre:
+                length_pre[l] += torch.linalg.vector_norm(torch.sub(h[1:], h[:-1], out=d), dim=1).sum()
             if kinks:
                 code = _codes_into(h, kinks, buf("code", n, k), buf("tmp", n, k))
                 flips[l] += torch.sub(code[1:], code[:-1], out=d).abs_().sum()  # exact: an integer < 2^24
@@ -231,7 +234,10 @@ def measure(net: MLP, path, n_pieces: int, chunk: int = 2047, transitions: bool 
     with np.errstate(invalid="ignore", divide="ignore"):
         growth = (growth_sum / growth_n).cpu().numpy()
     growth[0] = np.nan
-    return TrajectoryStats(length.cpu().numpy(), length_pre.cpu().numpy(), growth, n_trans, n_patterns, n_pieces)
+    length_pre = length_pre.cpu().numpy()
+    if not pre:
+        length_pre[1:] = np.nan
+    return TrajectoryStats(length.cpu().numpy(), length_pre, growth, n_trans, n_patterns, n_pieces)
 
 
 def _distinct_prefixes(layer_hash: torch.Tensor) -> np.ndarray:

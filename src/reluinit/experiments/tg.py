@@ -71,12 +71,14 @@ def dataset_name(s: dict) -> str:
     return datasets.resolve(s["dataset"], s["scale"])
 
 
-def path_rows(net, path, n_pieces: int, /, **labels) -> pd.DataFrame:
-    """One row per layer (0 = input) of what ``trajectories.measure`` sums along ``path``."""
-    st = measure(net, path, n_pieces, transitions=net.activation != "tanh", patterns=net.activation != "tanh")
+def path_rows(net, path, n_pieces: int, /, counts: bool = True, pre: bool = True, **labels) -> pd.DataFrame:
+    """One row per layer (0 = input) of what ``trajectories.measure`` sums along ``path``; without
+    ``counts`` no transitions or patterns (-1), without ``pre`` no pre-activation lengths (NaN)."""
+    counts = counts and net.activation != "tanh"
+    st = measure(net, path, n_pieces, transitions=counts, patterns=counts, pre=pre)
     return pd.DataFrame({"layer": np.arange(len(st.length)), "length": st.length, "length_pre": st.length_pre,
                          "growth": st.growth, "transitions": st.transitions, "patterns": st.patterns}).assign(
-        n_pieces=n_pieces, **labels)
+        n_pieces=n_pieces, dtype=str(net.weights[0].dtype).removeprefix("torch."), **labels)
 
 
 def projection_parts(s: dict) -> dict[str, dict]:
@@ -119,6 +121,13 @@ def projection_summary(table: pd.DataFrame) -> pd.DataFrame:
     return per.assign(ratio_to_input=per["length"] / per["length"].iloc[0])
 
 
+def measure_dtype(s: dict) -> torch.dtype:
+    """The float type a sweep pushes its points through (``dtype`` in its settings, float64 by
+    default). Nets are always drawn in float64 and then cast, so a seed names the same net in
+    either type; ``python -m reluinit.benchmark precision`` shows what float32 changes."""
+    return getattr(torch, s.get("dtype", "float64"))
+
+
 def _labels(seed: int, dev) -> dict:
     return {"net_seed": seed, "device": str(dev)}
 
@@ -140,8 +149,10 @@ def f2_parts(s: dict) -> dict[str, dict]:
 
 def f2_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
     """Length of the image of a straight line after every layer, for ``n_nets`` sparse-Gaussian
-    nets: from ``n_pieces`` pieces as in the paper, and exactly (every breakpoint) for the layers
-    where at most ``exact_max_intervals`` linear pieces make it affordable."""
+    nets: from ``n_pieces`` pieces as in the paper (in ``dtype``), and, for the first
+    ``exact_nets`` nets, exactly (every breakpoint, float64) for the layers where at most
+    ``exact_max_intervals`` linear pieces make it affordable; those nets' pieces are summed in
+    float64 too, so their discretisation error is not float32 rounding."""
     p, seed = resolve_part(f2_parts(s), s["seed"], key)
     dev = resolve_device(device)
     x0, x1 = endpoints(s, seed, dev)
@@ -151,15 +162,18 @@ def f2_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFra
         net_seed = part_seed(seed, i)
         net = random_net([len(x0)] + [s["width"]] * s["depth"], "gaussian", s["sigma_w"], alpha=p["alpha"],
                          bias=s["bias"], seed=net_seed, device=dev, dtype=DTYPE)
-        rows = path_rows(net, path, s["n_pieces"], net=i, **_labels(net_seed, dev))
-        exact = split_lines(net, x0[None], x1[None], keep_pattern=False, max_intervals=s["exact_max_intervals"])
+        exact_net = i < s.get("exact_nets", s["n_nets"])
+        rows = path_rows(net if exact_net else net.to(measure_dtype(s)), path, s["n_pieces"], counts=False,
+                         net=i, **_labels(net_seed, dev))
         length_exact = np.full(len(rows), np.nan)
-        length_exact[0] = float((x1 - x0).norm())
-        length_exact[1: 1 + len(exact.length_post)] = exact.length_post[:, 0].cpu().numpy()
+        if exact_net:
+            exact = split_lines(net, x0[None], x1[None], keep_pattern=False, max_intervals=s["exact_max_intervals"])
+            length_exact[0] = float((x1 - x0).norm())
+            length_exact[1: 1 + len(exact.length_post)] = exact.length_post[:, 0].cpu().numpy()
         frames.append(rows.assign(length_exact=length_exact))
         if i % 10 == 0 or i == s["n_nets"] - 1:
             log.info("%s net %d/%d: length at layer %d = %.4g (exact up to layer %d)", key, i + 1, s["n_nets"],
-                     s["depth"], rows["length"].iloc[-1], len(exact.length_post))
+                     s["depth"], rows["length"].iloc[-1], np.isfinite(length_exact).sum() - 1)
     df = pd.concat(frames, ignore_index=True)
     return df.assign(alpha=p["alpha"], sigma_w=s["sigma_w"], width=s["width"], distribution="gaussian",
                      discretisation_error=1 - df["length"] / df["length_exact"], points=dataset_name(s))
@@ -217,10 +231,10 @@ def growth_rows(s: dict, dist: str, sweep: str, path_kind: str, seed: int, dev, 
             net_seed = part_seed(seed, 1000 * j + i)
             x0, x1 = endpoints(s, net_seed + 1, dev)
             net = random_net([len(x0)] + [s["width"]] * s["depth"], dist, sigma_w, alpha=alpha, bias=s["bias"],
-                             seed=net_seed, device=dev, dtype=DTYPE)
+                             seed=net_seed, device=dev, dtype=DTYPE).to(measure_dtype(s))
             path = make_path(path_kind, x0, x1, n_arcs=s.get("n_arcs", 100), seed=net_seed + 2)
-            frames.append(path_rows(net, path, n_pieces or s["n_pieces"], net=i, sigma_w=sigma_w, alpha=alpha,
-                                    **_labels(net_seed, dev)))
+            frames.append(path_rows(net, path, n_pieces or s["n_pieces"], counts=False, pre=False, net=i,
+                                    sigma_w=sigma_w, alpha=alpha, **_labels(net_seed, dev)))
         g = pd.concat(frames[-(n_nets or s["n_nets"]):])
         log.info("%s %s sigma_w=%.3g alpha=%.2f: growth %.4f (bound %.4f)", dist, path_kind, sigma_w, alpha,
                  g.loc[g["layer"] > 1, "growth"].mean(), tg_growth_lower_bound(dist, sigma_w, alpha))
@@ -354,8 +368,9 @@ def f5_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFra
     if p["sweep"] != "convergence":
         return pd.concat([growth_rows(s, d, p["sweep"], p["path"], part_seed(seed, i), dev)
                           for i, d in enumerate(s["distributions"])], ignore_index=True)
-    frames = [growth_rows(s, "gaussian", "alpha", "semicircles", seed, dev, n_pieces=n, n_nets=s["convergence_nets"])
-              for n in s["convergence_pieces"]]
+    exact = {**s, "dtype": "float64"}  # lengths refined to 1e-5 and below: float32 rounding would show
+    frames = [growth_rows(exact, "gaussian", "alpha", "semicircles", seed, dev, n_pieces=n,
+                          n_nets=s["convergence_nets"]) for n in s["convergence_pieces"]]
     return pd.concat(frames, ignore_index=True).assign(sweep="convergence")
 
 
