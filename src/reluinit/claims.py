@@ -220,7 +220,7 @@ def scorecard(claims: list[Claim], results: str, scale: str) -> pd.DataFrame:
     rows = []
     for c in claims:
         if c.table not in tables:
-            p = Path(paths.table(results, c.table))
+            p = Path(paths.existing_table(results, c.table))
             tables[c.table] = pd.read_csv(p) if p.exists() else None
         rows.append(evaluate(c, tables[c.table], scale))
     return pd.DataFrame(rows, columns=COLUMNS)

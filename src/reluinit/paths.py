@@ -34,6 +34,15 @@ def table(results: str, exp: str, paper: str | None = None) -> str:
     return f"{results}/{paper or paper_of(exp)}/{exp}.csv"
 
 
+def existing_table(results: str, exp: str) -> str:
+    """The table to read: ``<ID>.csv``, or ``<ID>.csv.gz`` where the committed reference tree
+    (``reluinit.reference``) keeps a large table gzipped (pandas reads either)."""
+    from pathlib import Path
+
+    plain = table(results, exp)
+    return plain if Path(plain).exists() or not Path(plain + ".gz").exists() else plain + ".gz"
+
+
 def part(results: str, exp: str, key: str, paper: str | None = None) -> str:
     return f"{results}/{paper or paper_of(exp)}/{exp}/{key}.csv"
 

@@ -78,7 +78,7 @@ def show(results: str, exp_id: str, card: pd.DataFrame, cells: dict[str, list] |
     from IPython.display import Image, Markdown, display
 
     display(Image(paths.figures(results, exp_id)[1]))
-    table_path = paths.table(results, exp_id)
+    table_path = paths.existing_table(results, exp_id)
     table = pd.read_csv(table_path)
     summary = experiments.get(exp_id).summary(table)
     display(Markdown(f"**Summary of `{exp_id}`** ({len(table):,} rows in `{table_path}`):"))

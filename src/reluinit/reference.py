@@ -1,0 +1,264 @@
+"""The committed reference results: what the pipeline gives at the papers' own sizes, readable
+without running anything (``reference/paper/``, the layout of ``results/paper/``).
+
+    python -m reluinit.reference export [--results results/paper] [--out reference/paper]
+    python -m reluinit.reference render [--root reference/paper]
+
+``export`` copies from a paper-scale results tree what a reader needs: each experiment's tidy
+table (gzipped above ``GZIP_ABOVE`` bytes, deterministically, so an unchanged table is an
+unchanged file), its figure as PNG with the settings record beside it, and ``runs.csv``: jobs,
+summed job seconds and the code commit of each experiment. ``render`` then judges every claim on
+the tree (``claims.csv``, ``claims/<PAPER>.csv``, ``reports/scorecard.html``), executes every
+paper's notebook on it (``reports/<PAPER>.html``), and writes ``reference/README.md`` and the
+README's verdict table. ``ORACLE`` lists the cheap cells ``tests/test_reference.py`` recomputes
+at the paper scale and requires to equal the committed tables, so a change that alters a
+paper-scale number fails until the reference is regenerated on purpose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from . import claims, paths
+from .experiments import PAPERS, paper_of
+
+GZIP_ABOVE = 500_000  # bytes of CSV
+
+# What the reference holds (issue 18): every experiment that needs no GPU.
+EXPERIMENTS = ["OP-F1", "OP-F2", "OP-F3",
+               "LR-F1", "LR-F2", "LR-F3", "LR-F4", "LR-F5", "LR-F6", "LR-F7", "LR-F8",
+               "TG-F1", "TG-F2", "TG-F3a", "TG-F3b", "TG-F4", "TG-F5", "TG-F6",
+               "EP-F1", "EP-F2", "EP-F3", "EP-F5", "EP-F7", "EP-F12", "EP-F13", "EP-F14", "EP-F15", "EP-F16",
+               "EP-F18",
+               "RP-F1", "RP-Th1", "RP-T7",
+               "X-F1"]
+
+# Cheap cells of the reference recomputed by the regression oracle: (experiment, part, settings
+# changed, rows of the committed table they must equal). A cut keeps entries of a sweep whose
+# seeds do not depend on the cut, so the numbers are those of the full run. Only experiments
+# on random inputs: CI has no MNIST.
+ORACLE = [
+    ("OP-F1", "he_fan_out-w100", {}, "init == 'he_fan_out' and width == 100"),
+    ("LR-F3", "all", {"max_teeth_depth": 3}, "n <= 3"),
+    ("RP-T7", "nets", {"gammas": [5.0], "n_nets": 3}, "gamma == 5 and net < 3"),
+    ("TG-F4", "subvectors", {}, "u == u"),
+    ("EP-F14", "sweeps", {"widths": [10], "n_nets": 1}, "width == 10 and net == 0"),
+]
+
+
+def read_table(root: str | Path, exp: str) -> pd.DataFrame:
+    return pd.read_csv(paths.existing_table(str(root), exp))
+
+
+def _copy_table(src: Path, dest_csv: Path) -> Path:
+    dest_csv.parent.mkdir(parents=True, exist_ok=True)
+    for stale in (dest_csv, dest_csv.with_suffix(".csv.gz")):
+        stale.unlink(missing_ok=True)
+    if src.stat().st_size <= GZIP_ABOVE:
+        shutil.copyfile(src, dest_csv)
+        return dest_csv
+    dest = dest_csv.with_suffix(".csv.gz")
+    with open(src, "rb") as f, open(dest, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0,
+                                                                       filename="", compresslevel=9) as out:
+        shutil.copyfileobj(f, out)
+    return dest
+
+
+def _job_seconds(results: Path, exp: str) -> tuple[int, float]:
+    """Jobs and summed wall seconds of an experiment's measurement, training and figure jobs
+    (Snakemake's benchmark files)."""
+    files = list((results / "benchmarks" / paper_of(exp) / exp).glob("*.tsv"))
+    files += [f for f in [results / "benchmarks" / "figures" / f"{exp}.tsv"] if f.exists()]
+    return len(files), float(sum(pd.read_csv(f, sep="\t")["s"].iloc[0] for f in files))
+
+
+def _data(table: pd.DataFrame) -> str:
+    """What the inputs were: the dataset (or point set) column's values, else random inputs."""
+    for col in ("dataset", "points"):
+        if col in table:
+            return "; ".join(sorted(set(table[col].astype(str))))
+    return "random nets (no dataset)"
+
+
+def _commit() -> str:
+    def git(*args):
+        return subprocess.run(["git", *args], capture_output=True, text=True).stdout.strip()
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "src", "workflow", "config.yaml")
+    return git("rev-parse", "--short", "HEAD") + ("+local changes" if dirty else "")
+
+
+def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERIMENTS) -> pd.DataFrame:
+    """Copy the tables, PNG figures and settings records of ``experiments`` found under
+    ``results``; record what is absent. Returns (and writes) ``runs.csv``."""
+    results, out = Path(results), Path(out)
+    old = pd.read_csv(out / "runs.csv").set_index("experiment") if (out / "runs.csv").exists() else None
+    rows = []
+    for exp in experiments:
+        src = Path(paths.table(str(results), exp))
+        png = Path(paths.figures(str(results), exp)[1])
+        if not (src.exists() and png.exists()):
+            if old is not None and exp in old.index and old.loc[exp, "status"] == "done":
+                rows.append(old.loc[exp].to_dict() | {"experiment": exp})  # exported earlier, kept
+            else:
+                rows.append({"experiment": exp, "status": "absent"})
+            continue
+        dest = _copy_table(src, Path(paths.table(str(out), exp)))
+        for f in (png, Path(paths.built(str(results), exp))):
+            if not f.exists():
+                continue
+            target = out / f.relative_to(results)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(f, target)
+        jobs, seconds = _job_seconds(results, exp)
+        table = pd.read_csv(src)
+        rows.append({"experiment": exp, "status": "done", "rows": len(table), "file": str(dest.relative_to(out)),
+                     "jobs": jobs, "job_seconds": round(seconds, 1), "commit": _commit(),
+                     "data": _data(table)})
+    runs = pd.DataFrame(rows)
+    out.mkdir(parents=True, exist_ok=True)
+    runs.to_csv(out / "runs.csv", index=False)
+    return runs
+
+
+# Why an experiment of ``EXPERIMENTS`` may be absent from the reference (reference/README.md).
+ABSENT_WHY = {
+    "TG-F5": "the longest sweep (12,400 nets of width 784 at 10,001 points: 1.2 PFLOP, over 2 h of float32 "
+             "products on 2 cores); it runs in the background across sessions and lands when done",
+}
+
+BEGIN = "<!-- reference scorecard: generated by `python -m reluinit.reference render`; tests/test_reference.py checks it -->"
+END = "<!-- end of reference scorecard -->"
+
+
+def render(root: str | Path, claims_file: str = "claims.yaml", notebooks: bool = True,
+           readme: str | Path | None = "README.md") -> pd.DataFrame:
+    """Judge every claim on the tree, execute each paper's notebook on it (HTML only), and write
+    ``reference/README.md`` and the README's verdict block."""
+    root = Path(root)
+    listed = claims.load(claims_file)
+    card = claims.scorecard(listed, str(root), "paper")
+    (root / "claims").mkdir(parents=True, exist_ok=True)
+    card.to_csv(paths.scorecard(str(root), "csv"), index=False)
+    for paper in PAPERS:
+        card[card["paper"] == paper].to_csv(paths.paper_claims(str(root), paper), index=False)
+    Path(paths.scorecard(str(root), "html")).parent.mkdir(parents=True, exist_ok=True)
+    from .reports import PAPERS as TITLES
+    claims.write_html(card, paths.scorecard(str(root), "html"), "paper", listed, TITLES)
+    if notebooks:
+        for paper in PAPERS:
+            _notebook(root, paper)
+    runs = pd.read_csv(root / "runs.csv")
+    (root.parent / "README.md").write_text(reference_readme(card, runs))
+    if readme:
+        text = Path(readme).read_text()
+        start, stop = text.index(BEGIN), text.index(END) + len(END)
+        Path(readme).write_text(text[:start] + verdict_block(card, runs) + text[stop:])
+    return card
+
+
+def verdict_block(card: pd.DataFrame, runs: pd.DataFrame) -> str:
+    """The README's block: verdict counts per paper at the paper scale, and one line per claim
+    not reproduced with its reason (the claim's ``why``)."""
+    counts = claims.summary(card)
+    done = runs[runs["status"] == "done"].groupby(runs["experiment"].map(paper_of)).size()
+    lines = [BEGIN, "", "| paper | reproduced | not reproduced | not run | experiments in the reference |",
+             "|---|---|---|---|---|"]
+    for paper in PAPERS:
+        if paper in counts.index:
+            c = counts.loc[paper]
+            lines.append(f"| {paper} | {c[claims.REPRODUCED]} | {c[claims.NOT_REPRODUCED]} | {c[claims.NOT_RUN]} | "
+                         f"{done.get(paper, 0)} of {sum(paper_of(e) == paper for e in EXPERIMENTS)} |")
+    lines += ["", "Not reproduced at the paper scale, and why:", ""]
+    for _, row in card[card["verdict"] == claims.NOT_REPRODUCED].iterrows():
+        lines.append(f"- **{row['claim']}** ({row['table']}): measured {_num(row['measured'])}, the paper "
+                     f"{row['expected']}. {row['why'] or claims.NO_REASON}")
+    return "\n".join(lines + ["", END])
+
+
+def _num(x) -> str:
+    return "nan" if pd.isna(x) else f"{x:.4g}"
+
+
+def reference_readme(card: pd.DataFrame, runs: pd.DataFrame) -> str:
+    """reference/README.md: what the tree holds, how it was made, and its verdicts."""
+    commits = ", ".join(sorted(set(runs["commit"].dropna())))
+    out = [
+        "# Reference results at the paper scale",
+        "",
+        "Generated by `python -m reluinit.reference export` and `render` (src/reluinit/reference.py): do not edit.",
+        "",
+        "`paper/` has the layout of `results/paper/`: each experiment's tidy table (`<PAPER>/<ID>.csv`,",
+        f"gzipped as `.csv.gz` above {GZIP_ABOVE / 1e6:g} MB; pandas reads either), its figure",
+        "(`figures/<ID>.png`) and settings record (`figures/<ID>.json`), every claim judged",
+        "(`claims.csv`, `claims/<PAPER>.csv`, `reports/scorecard.html`) and each paper's executed notebook",
+        "(`reports/<PAPER>.html`). `runs.csv` lists every experiment: rows, jobs, summed job seconds, data.",
+        "",
+        f"- **Code**: commit {commits} (each table's measuring code is that commit's: Snakemake reruns a job",
+        "  whose code fingerprint changed).",
+        "- **Machine**: 2 cores of an AMD EPYC, 24 GiB, no GPU (torch on the CPU, 2 threads). Job seconds",
+        "  are wall seconds on those 2 cores, summed over an experiment's jobs.",
+        "- **Data**: MNIST cannot be downloaded on that machine. Where an experiment reads MNIST it read the",
+        "  10,000 real MNIST digits of a subset in torchvision's format (8,000 training, 2,000 test images),",
+        "  labelled `MNIST, 10,000-digit subset` in the tables. So LR's nets train on 8,000 images, not",
+        "  60,000, and TG's test points 100 and 1000 (and EP's 0 and 1) are images of the subset's test",
+        "  split, not of the official test set.",
+        "- **Commands**: `snakemake <targets> --cores 2 --config scale=paper data_dir=<folder with MNIST>`",
+        "  (targets `op_f1`, `tg_f3a`, ...; README \"Reference results\"), then",
+        "  `python -m reluinit.reference export` and `python -m reluinit.reference render`.",
+        "  `python -m reluinit.benchmark precision --data-dir <folder> --out reference/paper/precision.csv`",
+        "  wrote `paper/precision.csv` (what float32 changes in TG's sweeps).",
+        "",
+        "## Experiments",
+        "",
+        "| experiment | status | rows | jobs | job seconds | data |",
+        "|---|---|---|---|---|---|",
+    ]
+    for _, r in runs.iterrows():
+        if r["status"] == "done":
+            out.append(f"| {r['experiment']} | done | {int(r['rows']):,} | {int(r['jobs'])} | {r['job_seconds']:,.0f} | "
+                       f"{r['data']} |")
+        else:
+            out.append(f"| {r['experiment']} | absent: {ABSENT_WHY.get(r['experiment'], 'not run yet')} | | | | |")
+    out += ["", "## Verdicts", "", verdict_block(card, runs).split("\n", 2)[2].rsplit("\n", 2)[0], ""]
+    return "\n".join(out)
+
+
+def _notebook(root: Path, paper: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        executed = Path(tmp) / f"{paper}.ipynb"
+        subprocess.run(["papermill", f"notebooks/{paper}.ipynb", str(executed), "-k", "python3", "--log-level", "WARNING",
+                        "-p", "scale", "paper", "-p", "results", str(root)], check=True)
+        subprocess.run(["jupyter", "nbconvert", "--to", "html", "--no-input", "--log-level", "WARN",
+                        "--output-dir", str(Path(paths.report(str(root), paper, "html")).parent), str(executed)],
+                       check=True)
+
+
+def main() -> None:
+    top = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = top.add_subparsers(dest="what", required=True)
+    e = sub.add_parser("export")
+    e.add_argument("--results", default="results/paper")
+    e.add_argument("--out", default="reference/paper")
+    r = sub.add_parser("render")
+    r.add_argument("--root", default="reference/paper")
+    r.add_argument("--no-notebooks", action="store_true")
+    a = top.parse_args()
+    if a.what == "export":
+        runs = export(a.results, a.out)
+        print(runs.to_string(index=False))
+    else:
+        card = render(a.root, notebooks=not a.no_notebooks)
+        print(claims.summary(card).to_string())
+    print(f"machine: {platform.node()}, {platform.processor() or platform.machine()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""The committed paper-scale reference (reference/paper/) and its regression oracle."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from reluinit import claims, experiments, paths, reference
+from reluinit.config import settings
+
+REPO = Path(__file__).resolve().parents[1]
+ROOT = REPO / "reference" / "paper"
+
+
+def _runs() -> pd.DataFrame:
+    return pd.read_csv(ROOT / "runs.csv").set_index("experiment")
+
+
+@pytest.mark.parametrize("exp,key,changes,rows", reference.ORACLE, ids=[o[0] for o in reference.ORACLE])
+def test_a_cheap_paper_scale_cell_recomputes_to_the_committed_reference(exp, key, changes, rows):
+    """Recompute a few rows of the reference at the paper's settings (cut to the first entries
+    of a sweep, which keeps their seeds): a change of code that alters a paper-scale number fails
+    here until the reference is regenerated on purpose (README "Reference results")."""
+    assert _runs().loc[exp, "status"] == "done", f"{exp} is not in the reference"
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    s = {**settings(config, exp, "paper"), **changes}
+    new = experiments.get(exp).measure(s, key, "cpu")
+    ref = reference.read_table(ROOT, exp).query(rows)
+    assert len(ref) == len(new) > 0
+    pd.testing.assert_frame_equal(new.reset_index(drop=True), ref[list(new.columns)].reset_index(drop=True),
+                                  check_dtype=False, check_exact=False, rtol=1e-9, atol=0)
+
+
+def test_the_reference_holds_every_cpu_experiment_or_says_why_not():
+    runs = _runs()
+    assert set(runs.index) == set(reference.EXPERIMENTS)
+    for exp, row in runs.iterrows():
+        if row["status"] == "done":
+            assert Path(paths.existing_table(str(ROOT), exp)).exists()
+            assert Path(paths.figures(str(ROOT), exp)[1]).exists()
+        else:
+            assert exp in (REPO / "reference" / "README.md").read_text(), f"{exp} is absent and the README does not say why"
+
+
+def test_the_reference_scorecard_is_the_claims_judged_on_the_committed_tables():
+    """claims.csv is what the claims give on the committed tables today: a claim edit or a
+    table change shows here as a stale scorecard (regenerate with reluinit.reference render)."""
+    card = claims.scorecard(claims.load(REPO / "claims.yaml"), str(ROOT), "paper")
+    committed = claims.read(paths.scorecard(str(ROOT), "csv"))
+    pd.testing.assert_series_equal(card["verdict"], committed["verdict"], check_names=False)
+    block = reference.verdict_block(committed, pd.read_csv(ROOT / "runs.csv"))
+    assert block in (REPO / "README.md").read_text(), "README's verdict block is stale: run reluinit.reference render"
+    assert block.split("\n", 2)[2].rsplit("\n", 2)[0] in (REPO / "reference" / "README.md").read_text()
+    size = sum(f.stat().st_size for f in ROOT.rglob("*") if f.is_file())
+    assert size < 30e6, f"the reference tree is {size / 1e6:.1f} MB"
