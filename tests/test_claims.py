@@ -179,3 +179,17 @@ def test_a_pivot_lays_a_paper_table_out_by_method():
 def test_a_pivot_shows_sparsities_as_the_paper_writes_them():
     html = claims.styled_pivot(_card_with({}), claims.cell_blocks(CLAIMS)["RP-T5"]).to_html()
     assert ">0.85<" in html and "0.850000" not in html
+
+
+def test_the_scorecard_page_says_first_when_tables_used_stand_in_data(tmp_path):
+    """A paper-scale run on the MNIST subset (or the smoke scale's synthetic tensors) says so
+    on the report's front page, before any verdict; a run on official splits says nothing."""
+    results = tmp_path / "results" / "paper"
+    (results / "TG").mkdir(parents=True)
+    pd.DataFrame({"layer": [0, 1], "points": ["MNIST, 10,000-digit subset"] * 2}).to_csv(results / "TG" / "TG-F2.csv", index=False)
+    pd.DataFrame({"dataset": ["mnist"]}).to_csv(results / "TG" / "TG-F6.csv", index=False)
+    card = _card_with({})
+    html = claims.page(card, results / "reports" / "scorecard.html", "paper", CLAIMS)
+    assert "MNIST, 10,000-digit subset" in html and html.index("10,000-digit") < html.index("<h2 id='paper-")
+    (results / "TG" / "TG-F2.csv").unlink()
+    assert "Data:" not in claims.page(card, results / "reports" / "scorecard.html", "paper", CLAIMS)

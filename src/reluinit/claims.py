@@ -325,6 +325,29 @@ nav a {margin-right: 1em}"""
 _HEAD = ["claim", "place", "statement", "expected", "measured", "verdict", "why not / note", "see"]
 
 
+def stand_in_data(results: str | Path) -> list[str]:
+    """The datasets named in the run's tables that are not a dataset's official splits (the smoke
+    scale's synthetic tensors, a subset of real MNIST): a reader must see them first."""
+    found = set()
+    for table in sorted(Path(results).glob("*/*.csv*")):
+        cols = lambda c: c in ("dataset", "points")  # noqa: E731
+        try:
+            values = pd.read_csv(table, usecols=cols).stack().astype(str)
+        except (ValueError, pd.errors.EmptyDataError):
+            continue
+        found |= {v for v in values.unique() if "subset" in v or "synthetic" in v}
+    return sorted(found)
+
+
+def _data_note(results: Path) -> list[str]:
+    data = stand_in_data(results)
+    if not data:
+        return []
+    return [f"<p><b>Data:</b> some tables were made with data other than a dataset's official splits: "
+            f"{escape('; '.join(data))} (each table's <code>dataset</code> column says which; the README's "
+            f"'Datasets' and the reference's README say what it changes).</p>"]
+
+
 def page(card: pd.DataFrame, path: str | Path, scale: str, claims: list[Claim] = (),
          titles: dict[str, str] | None = None) -> str:
     """The scorecard page written to ``path``: verdict counts first, then one section per paper
@@ -345,7 +368,7 @@ def page(card: pd.DataFrame, path: str | Path, scale: str, claims: list[Claim] =
            f"judged against this run's tables. Claims that need the paper's sizes say '{NOT_RUN}' "
            f"at the quick scale; a claim not reproduced says why. The same rows are in "
            f"<code>claims.csv</code>.</p>",
-           f"<nav>{nav}</nav>", counts.to_html(escape=False)]
+           *_data_note(results), f"<nav>{nav}</nav>", counts.to_html(escape=False)]
     for p in papers:
         mine = card[card["paper"] == p]
         stated = mine[~mine["claim"].isin(in_blocks)]

@@ -22,6 +22,7 @@ import gzip
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -234,9 +235,10 @@ def reference_readme(card: pd.DataFrame, runs: pd.DataFrame) -> str:
 def _notebook(root: Path, paper: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         executed = Path(tmp) / f"{paper}.ipynb"
-        subprocess.run(["papermill", f"notebooks/{paper}.ipynb", str(executed), "-k", "python3", "--log-level", "WARNING",
-                        "-p", "scale", "paper", "-p", "results", str(root)], check=True)
-        subprocess.run(["jupyter", "nbconvert", "--to", "html", "--no-input", "--log-level", "WARN",
+        subprocess.run([sys.executable, "-m", "papermill", f"notebooks/{paper}.ipynb", str(executed), "-k", "python3",
+                        "--no-progress-bar", "--log-level", "WARNING", "-p", "scale", "paper", "-p", "results", str(root)],
+                       check=True)
+        subprocess.run([sys.executable, "-m", "nbconvert", "--to", "html", "--no-input", "--log-level", "WARN",
                         "--output-dir", str(Path(paths.report(str(root), paper, "html")).parent), str(executed)],
                        check=True)
 
