@@ -2,12 +2,15 @@
 #   make quick   install everything into .venv and build every target at the quick scale
 #   make test    install everything into .venv and run the test suite
 #   make smoke   run the paper scale's smoke subset (one job per experiment, model and dataset)
+#   make reference DATA_DIR=<folder with MNIST>  rerun the CPU reference at the paper scale into
+#                results/paper, then export and render it into reference/ (hours on 2 cores)
 PYTHON ?= python3
 VENV ?= .venv
 CORES ?= 2
+DATA_DIR ?= data
 BIN := $(VENV)/bin
 
-.PHONY: install quick test smoke clean
+.PHONY: install quick test smoke reference clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +31,14 @@ test: install
 
 smoke: install
 	$(BIN)/python -m pytest -v -m smoke
+
+# The CPU experiments of the reference (reluinit.reference.EXPERIMENTS), all in one run.
+reference: install
+	$(BIN)/snakemake $(shell $(BIN)/python -m reluinit.reference targets) --cores $(CORES) --keep-going \
+		--config scale=paper data_dir=$(DATA_DIR)
+	$(BIN)/python -m reluinit.benchmark precision --data-dir $(DATA_DIR) --out reference/paper/precision.csv
+	$(BIN)/python -m reluinit.reference export
+	$(BIN)/python -m reluinit.reference render
 
 clean:
 	rm -rf results .snakemake report.html report.zip

@@ -3,6 +3,7 @@ without running anything (``reference/paper/``, the layout of ``results/paper/``
 
     python -m reluinit.reference export [--results results/paper] [--out reference/paper]
     python -m reluinit.reference render [--root reference/paper]
+    python -m reluinit.reference targets      (the Snakemake targets that build it: `make reference`)
 
 ``export`` copies from a paper-scale results tree what a reader needs: each experiment's tidy
 table (gzipped above ``GZIP_ABOVE`` bytes, deterministically, so an unchanged table is an
@@ -94,6 +95,11 @@ def _commit() -> str:
         return subprocess.run(["git", *args], capture_output=True, text=True).stdout.strip()
     dirty = git("status", "--porcelain", "--untracked-files=no", "--", "src", "workflow", "config.yaml")
     return git("rev-parse", "--short", "HEAD") + ("+local changes" if dirty else "")
+
+
+def target(exp: str) -> str:
+    """The Snakemake target rule of an experiment: ``TG-F3a`` -> ``tg_f3a``."""
+    return exp.lower().replace("-", "_")
 
 
 def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERIMENTS) -> pd.DataFrame:
@@ -208,14 +214,16 @@ def reference_readme(card: pd.DataFrame, runs: pd.DataFrame) -> str:
         "  are wall seconds on those 2 cores, summed over an experiment's jobs.",
         "- **Data**: MNIST cannot be downloaded on that machine. Where an experiment reads MNIST it read the",
         "  10,000 real MNIST digits of a subset in torchvision's format (8,000 training, 2,000 test images),",
-        "  labelled `MNIST, 10,000-digit subset` in the tables. So LR's nets train on 8,000 images, not",
-        "  60,000, and TG's test points 100 and 1000 (and EP's 0 and 1) are images of the subset's test",
-        "  split, not of the official test set.",
-        "- **Commands**: `snakemake <targets> --cores 2 --config scale=paper data_dir=<folder with MNIST>`",
-        "  (targets `op_f1`, `tg_f3a`, ...; README \"Reference results\"), then",
-        "  `python -m reluinit.reference export` and `python -m reluinit.reference render`.",
+        "  labelled `MNIST, 10,000-digit subset` in the tables. So the nets that train on MNIST (LR-F5 to F8,",
+        "  EP-F7, EP-F18, TG-F6) see 8,000 images, not 60,000, and are tested on 2,000, and TG's test points",
+        "  100 and 1000 (and EP's 0 and 1) are images of the subset's test split, not of the official test set.",
+        "- **Commands**: `make reference DATA_DIR=<folder with MNIST>` runs them all: `snakemake <targets>",
+        "  --cores 2 --keep-going --config scale=paper data_dir=<folder>` with the targets",
+        f"  `{' '.join(target(e) for e in EXPERIMENTS)}`",
+        "  (this tree was built in stages of those, cheapest first), then",
         "  `python -m reluinit.benchmark precision --data-dir <folder> --out reference/paper/precision.csv`",
-        "  wrote `paper/precision.csv` (what float32 changes in TG's sweeps).",
+        "  (what float32 changes in TG's sweeps), `python -m reluinit.reference export` and",
+        "  `python -m reluinit.reference render`.",
         "",
         "## Experiments",
         "",
@@ -252,7 +260,11 @@ def main() -> None:
     r = sub.add_parser("render")
     r.add_argument("--root", default="reference/paper")
     r.add_argument("--no-notebooks", action="store_true")
+    sub.add_parser("targets")
     a = top.parse_args()
+    if a.what == "targets":
+        print(" ".join(target(e) for e in EXPERIMENTS))
+        return
     if a.what == "export":
         runs = export(a.results, a.out)
         print(runs.to_string(index=False))
