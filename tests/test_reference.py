@@ -54,3 +54,16 @@ def test_the_reference_scorecard_is_the_claims_judged_on_the_committed_tables():
     assert block.split("\n", 2)[2].rsplit("\n", 2)[0] in (REPO / "reference" / "README.md").read_text()
     size = sum(f.stat().st_size for f in ROOT.rglob("*") if f.is_file())
     assert size < 30e6, f"the reference tree is {size / 1e6:.1f} MB"
+
+
+def test_an_unfinished_experiment_keeps_its_finished_jobs_and_a_later_run_gets_them_back(tmp_path):
+    results, out = tmp_path / "results" / "paper", tmp_path / "reference" / "paper"
+    rows = pd.DataFrame({"layer": range(3), "growth": [float("nan"), 1.5, 1.25]})
+    part = Path(paths.part(str(results), "TG-F3a", "gaussian"))
+    part.parent.mkdir(parents=True)
+    rows.to_csv(part, index=False)
+    runs = reference.export(results, out, ["TG-F3a"]).set_index("experiment")
+    assert runs.loc["TG-F3a", "status"] == "partial: 1 jobs done"
+    again = tmp_path / "again"
+    assert reference.restore(out, again) == [again / "TG" / "TG-F3a" / "gaussian.csv"]
+    pd.testing.assert_frame_equal(pd.read_csv(again / "TG" / "TG-F3a" / "gaussian.csv"), rows)
