@@ -77,8 +77,12 @@ def show(results: str, exp_id: str, card: pd.DataFrame, cells: dict[str, list] |
     ``claims.cell_blocks``) as one pivot coloured by verdict."""
     from IPython.display import Image, Markdown, display
 
-    display(Image(paths.figures(results, exp_id)[1]))
     table_path = paths.existing_table(results, exp_id)
+    if not Path(table_path).exists():  # a tree that holds part of the catalogue (the reference)
+        display(Markdown(f"**`{exp_id}` is not in this results tree** (`{results}`): its claims say "
+                         f"'{claims.NOT_RUN}'. Build it with `snakemake {exp_id.lower().replace('-', '_')}`."))
+        return
+    display(Image(paths.figures(results, exp_id)[1]))
     table = pd.read_csv(table_path)
     summary = experiments.get(exp_id).summary(table)
     display(Markdown(f"**Summary of `{exp_id}`** ({len(table):,} rows in `{table_path}`):"))

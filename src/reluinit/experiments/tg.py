@@ -50,11 +50,16 @@ def endpoints(s: dict, seed: int, device) -> tuple[torch.Tensor, torch.Tensor]:
     return x[0].to(device), x[1].to(device)
 
 
+@functools.lru_cache(maxsize=4)
+def _test_split(dataset: str, data_dir: str, scale: str) -> datasets.Split:
+    """A dataset's test split, loaded once per job."""
+    return datasets.load(dataset, data_dir, train=False, scale=scale)
+
+
 @functools.lru_cache(maxsize=8)
 def _test_points(dataset: str, data_dir: str, scale: str, idx: tuple[int, ...]) -> torch.Tensor:
-    """The normalised test images ``idx``, loaded once per job (every net of a sweep joins the
-    same two images)."""
-    data = datasets.load(dataset, data_dir, train=False, scale=scale)
+    """The normalised test images ``idx`` (every net of a sweep joins the same two images)."""
+    data = _test_split(dataset, data_dir, scale)
     if max(idx) >= len(data.x):
         raise ValueError(f"points {list(idx)} are beyond the {len(data.x)} test images of {data.name}")
     return normalise(data.x[list(idx)].flatten(1).to(DTYPE))
@@ -66,9 +71,11 @@ def normalise(x: torch.Tensor) -> torch.Tensor:
 
 
 def dataset_name(s: dict) -> str:
+    """Where the points come from, as the loaded split names itself: a stand-in or a subset says
+    so (e.g. "MNIST, 10,000-digit subset")."""
     if "dataset" not in s:
         return f"random R^{s['input_dim']}"
-    return datasets.resolve(s["dataset"], s["scale"])
+    return _test_split(s["dataset"], s["data_dir"], s["scale"]).name
 
 
 def path_rows(net, path, n_pieces: int, /, counts: bool = True, pre: bool = True, **labels) -> pd.DataFrame:
