@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import os
 import platform
 import shutil
 import subprocess
@@ -284,11 +285,14 @@ def reference_readme(card: pd.DataFrame, runs: pd.DataFrame) -> str:
 
 
 def _notebook(root: Path, paper: str) -> None:
+    """Execute a paper's notebook on the tree; its figures are linked (``../figures/<ID>.png``),
+    not embedded a second time, which keeps the committed tree small."""
+    env = {**os.environ, "RELUINIT_FIGURES": "link"}
     with tempfile.TemporaryDirectory() as tmp:
         executed = Path(tmp) / f"{paper}.ipynb"
         subprocess.run([sys.executable, "-m", "papermill", f"notebooks/{paper}.ipynb", str(executed), "-k", "python3",
                         "--no-progress-bar", "--log-level", "WARNING", "-p", "scale", "paper", "-p", "results", str(root)],
-                       check=True)
+                       check=True, env=env)
         subprocess.run([sys.executable, "-m", "nbconvert", "--to", "html", "--no-input", "--log-level", "WARN",
                         "--output-dir", str(Path(paths.report(str(root), paper, "html")).parent), str(executed)],
                        check=True)

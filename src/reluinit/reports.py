@@ -75,14 +75,18 @@ def show(results: str, exp_id: str, card: pd.DataFrame, cells: dict[str, list] |
     """Display ``exp_id``'s figure, summary and claim verdicts in a notebook: its stated claims
     as a table (with why, when a claim says), and a paper table's cells (``cells``, from
     ``claims.cell_blocks``) as one pivot coloured by verdict."""
-    from IPython.display import Image, Markdown, display
+    from IPython.display import HTML, Image, Markdown, display
 
     table_path = paths.existing_table(results, exp_id)
     if not Path(table_path).exists():  # a tree that holds part of the catalogue (the reference)
         display(Markdown(f"**`{exp_id}` is not in this results tree** (`{results}`): its claims say "
                          f"'{claims.NOT_RUN}'. Build it with `snakemake {exp_id.lower().replace('-', '_')}`."))
         return
-    display(Image(paths.figures(results, exp_id)[1]))
+    png = paths.figures(results, exp_id)[1]
+    if os.environ.get("RELUINIT_FIGURES") == "link":  # the committed reference: figures stay files, linked
+        display(HTML(f"<img src='{_link(png, results, experiments.paper_of(exp_id))}' alt='{exp_id}' width='100%'>"))
+    else:
+        display(Image(png))
     table = pd.read_csv(table_path)
     summary = experiments.get(exp_id).summary(table)
     display(Markdown(f"**Summary of `{exp_id}`** ({len(table):,} rows in `{table_path}`):"))

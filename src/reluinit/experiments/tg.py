@@ -128,6 +128,10 @@ def projection_summary(table: pd.DataFrame) -> pd.DataFrame:
     return per.assign(ratio_to_input=per["length"] / per["length"].iloc[0])
 
 
+# What a growth sweep does not measure (``path_rows(counts=False, pre=False)``): no columns for it.
+NOT_COUNTED = ["transitions", "patterns", "length_pre"]
+
+
 def measure_dtype(s: dict) -> torch.dtype:
     """The float type a sweep pushes its points through (``dtype`` in its settings, float64 by
     default). Nets are always drawn in float64 and then cast, so a seed names the same net in
@@ -171,7 +175,7 @@ def f2_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFra
                          bias=s["bias"], seed=net_seed, device=dev, dtype=DTYPE)
         exact_net = i < s.get("exact_nets", s["n_nets"])
         rows = path_rows(net if exact_net else net.to(measure_dtype(s)), path, s["n_pieces"], counts=False,
-                         net=i, **_labels(net_seed, dev))
+                         net=i, **_labels(net_seed, dev)).drop(columns=["transitions", "patterns"])
         length_exact = np.full(len(rows), np.nan)
         if exact_net:
             exact = split_lines(net, x0[None], x1[None], keep_pattern=False, max_intervals=s["exact_max_intervals"])
@@ -241,7 +245,7 @@ def growth_rows(s: dict, dist: str, sweep: str, path_kind: str, seed: int, dev, 
                              seed=net_seed, device=dev, dtype=DTYPE).to(measure_dtype(s))
             path = make_path(path_kind, x0, x1, n_arcs=s.get("n_arcs", 100), seed=net_seed + 2)
             frames.append(path_rows(net, path, n_pieces or s["n_pieces"], counts=False, pre=False, net=i,
-                                    sigma_w=sigma_w, alpha=alpha, **_labels(net_seed, dev)))
+                                    sigma_w=sigma_w, alpha=alpha, **_labels(net_seed, dev)).drop(columns=NOT_COUNTED))
         g = pd.concat(frames[-(n_nets or s["n_nets"]):])
         log.info("%s %s sigma_w=%.3g alpha=%.2f: growth %.4f (bound %.4f)", dist, path_kind, sigma_w, alpha,
                  g.loc[g["layer"] > 1, "growth"].mean(), tg_growth_lower_bound(dist, sigma_w, alpha))
