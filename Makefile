@@ -36,7 +36,7 @@ smoke: install
 reference: install
 	$(BIN)/snakemake $(shell $(BIN)/python -m reluinit.reference targets) --cores $(CORES) --keep-going \
 		--config scale=paper data_dir=$(DATA_DIR)
-	$(BIN)/python -m reluinit.benchmark precision --data-dir $(DATA_DIR) --out reference/paper/precision.csv
+	$(BIN)/python -m reluinit.experiments.precision --data-dir $(DATA_DIR) --out reference/paper/precision.csv
 	$(BIN)/python -m reluinit.reference export
 	$(BIN)/python -m reluinit.reference render
 

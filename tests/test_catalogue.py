@@ -1,5 +1,10 @@
-"""The README's status table is the one the registry and config give: it cannot say "planned" for
-what is built, or miss an experiment."""
+"""The catalogue: the one map from ids to code. The README's status table and CATALOGUE.md are the
+ones it and the config give (they cannot say "planned" for what is built, or miss an experiment);
+it, the config, the schema and the shared experiment list name the same ids; the library never
+imports the experiments."""
+
+import ast
+import re
 
 import pytest
 import yaml
@@ -24,7 +29,7 @@ def test_catalogue_file_is_generated_from_registry_and_config():
         "CATALOGUE.md is stale: run `python -m reluinit.catalogue catalogue > CATALOGUE.md`")
     # every configured id has a row with its place, and both scales' settings come from the config
     for exp in config["experiments"]:
-        assert f"| {exp} | {catalogue.ENTRIES[exp][0]} |" in expected
+        assert f"| {exp} | {catalogue.ENTRIES[exp].place} |" in expected
     assert "widths: [100, 500, 2000, 4060]" in expected  # OP-F1's paper block
     assert "widths: [100, 500, 4060]" in expected  # ... and its quick one
     assert "RP-T8" in expected and "optional: not built by `all`" in expected
@@ -43,3 +48,76 @@ def test_every_paper_has_a_public_link():
     for paper in catalogue.REFERENCES.values():
         assert paper["url"].startswith("https://") and (
             paper["url"].endswith(paper["id"].split(":")[-1].strip()) or paper["id"].split()[-1] in paper["url"])
+
+
+# --- the catalogue is the one map from ids to code ----------------------------------------------
+
+SHARED_LIST = ROOT.parent / "shared" / "EXPERIMENTS.md"
+
+
+def _shared_ids(text: str) -> set[str]:
+    """The ids of the shared experiment list's tables, in the catalogue's spelling: "LR-F1/F2" is
+    LR-F1 and LR-F2, "TG-F4a/b" and "EP-F13a-d" are one figure each (its panels)."""
+    ids = set()
+    for cell in re.findall(r"^\| ([A-Z]+-[A-Za-z0-9/-]+) \|", text, flags=re.M):
+        paper, first = cell.split("-", 1)
+        for name in first.split("/"):
+            if re.fullmatch(r"[a-d](-[a-d])?", name):  # a panel of the previous id
+                continue
+            exp = f"{paper}-{name}"
+            ids.add(exp if exp in catalogue.ENTRIES else re.sub(r"[a-d](-[a-d])?$", "", exp))
+    return ids
+
+
+def test_catalogue_config_schema_and_the_shared_list_name_the_same_ids():
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    ids = set(catalogue.ENTRIES)
+    assert set(config["experiments"]) == ids
+    assert set(schema["properties"]["experiments"]["properties"]) == ids
+    if not SHARED_LIST.exists():
+        pytest.skip("no ../shared/EXPERIMENTS.md beside this clone")
+    assert _shared_ids(SHARED_LIST.read_text()) == ids
+
+
+def test_every_catalogue_entry_names_functions_its_module_has():
+    for exp, entry in catalogue.ENTRIES.items():
+        e = catalogue.get(exp)
+        assert all(callable(f) for f in (e.parts, e.measure, e.figure, e.summary, e.trained)), exp
+        assert e.paper == catalogue.paper_of(exp) and e.paper in catalogue.PAPERS
+        assert e.source is None or catalogue.ENTRIES[e.source].module == entry.module
+    with pytest.raises(KeyError, match="OP-F9"):
+        catalogue.get("OP-F9")
+
+
+def _imports(path):
+    """(module, names) of every import statement in ``path``, relative ones resolved."""
+    tree = ast.parse(path.read_text())
+    package = ["reluinit"] + list(path.relative_to(SRC).parent.parts)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, []
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            yield module, [a.name for a in node.names]
+
+
+SRC = ROOT / "src" / "reluinit"
+
+
+def test_the_library_never_imports_the_experiments():
+    """The science is the library; experiments only wire it: no module outside
+    ``reluinit/experiments`` imports from it (``catalogue.get`` reaches it by name)."""
+    for path in SRC.rglob("*.py"):
+        if "experiments" in path.relative_to(SRC).parts:
+            continue
+        for module, names in _imports(path):
+            assert not module.startswith("reluinit.experiments"), f"{path.name} imports {module}"
+            assert not (module == "reluinit" and "experiments" in names), f"{path.name} imports reluinit.experiments"
+
+
+def test_experiment_modules_stay_thin():
+    for path in (SRC / "experiments").glob("*.py"):
+        assert len(path.read_text().splitlines()) <= 400, f"{path.name}: move its science into the library"

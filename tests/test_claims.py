@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from reluinit import claims, experiments
+from reluinit import catalogue, claims
 
 CLAIMS = claims.load(ROOT / "claims.yaml")
 
@@ -29,8 +29,8 @@ def test_claims_cover_all_five_papers():
 
 def test_every_claim_names_a_catalogue_table_of_its_paper_and_a_valid_expectation():
     for c in CLAIMS:
-        assert experiments.get(c.table).id == c.table
-        assert experiments.paper_of(c.table) == c.paper, c.id
+        assert catalogue.get(c.table).id == c.table
+        assert catalogue.paper_of(c.table) == c.paper, c.id
         assert c.scale in ("any", "paper"), c.id
         assert c.columns and c.place and c.claim, c.id
         c.expectation()

@@ -1,4 +1,5 @@
-"""EP's experiments on trained and convolutional nets (experiments/ep_train.py)."""
+"""EP's experiments on trained and convolutional nets (experiments/ep_conv.py, ep_fc.py) and the library
+parts they use: trajectory regularization (models), stage-by-stage measurements (stages)."""
 
 import math
 
@@ -6,8 +7,9 @@ import pytest
 import torch
 from torch import nn
 
-from reluinit.experiments import get
-from reluinit.experiments import ep_train as ept
+from reluinit import models, stages
+from reluinit.catalogue import get
+from reluinit.experiments import ep_fc
 from reluinit.training import DeviceData, Recipe, evaluate, fit
 from reluinit.trajectories import Arc
 
@@ -20,7 +22,7 @@ def _data(n=64, shape=(1, 8, 8), n_classes=4, seed=0):
 
 
 def test_trajreg_penalty_is_the_formula_on_a_hand_made_batch():
-    layer = ept.TrajReg(coef=0.01)
+    layer = models.TrajReg(coef=0.01)
     assert layer.lam.item() == 1.0  # lambda = exp(rho), rho = 0 at init
     with torch.no_grad():
         layer.rho.fill_(math.log(2.0))
@@ -35,11 +37,11 @@ def test_trajreg_penalty_is_the_formula_on_a_hand_made_batch():
 
 
 def test_trajreg_loss_adds_each_layers_penalty_to_the_cross_entropy():
-    model = ept.conv_net("trajreg", 4, (1, 8, 8), 4, 2.0, 0.0, seed=1)
-    regs = [m for m in model.modules() if isinstance(m, ept.TrajReg)]
+    model = models.conv_net("trajreg", 4, (1, 8, 8), 4, 2.0, 0.0, seed=1)
+    regs = [m for m in model.modules() if isinstance(m, models.TrajReg)]
     assert len(regs) == 5 and not any(isinstance(m, nn.BatchNorm2d) for m in model.modules())
     xb, yb = torch.randn(6, 1, 8, 8), torch.tensor([0, 1, 2, 3, 0, 1])
-    loss, logits = ept.trajreg_loss(model.train(), xb, yb)
+    loss, logits = models.trajreg_loss(model.train(), xb, yb)
     ce = nn.functional.cross_entropy(logits, yb)
     # the penalty by hand: each reg layer's input length over the input batch's length
     inputs = []
@@ -47,8 +49,8 @@ def test_trajreg_loss_adds_each_layers_penalty_to_the_cross_entropy():
     model(xb)
     for h in hooks:
         h.remove()
-    orig = ept.chord_length(xb)
-    penalty = sum(0.01 * ept.chord_length(z) / orig for z in inputs)
+    orig = models.chord_length(xb)
+    penalty = sum(0.01 * models.chord_length(z) / orig for z in inputs)
     assert loss.item() == pytest.approx((ce + penalty).item(), rel=1e-5)
     loss.backward()
     assert all(m.rho.grad is not None and m.rho.grad != 0 for m in regs)
@@ -56,23 +58,23 @@ def test_trajreg_loss_adds_each_layers_penalty_to_the_cross_entropy():
 
 def test_freezing_trains_only_one_layer():
     train, test = _data(seed=0), _data(seed=1)
-    model = ept.fc_net(4, (1, 8, 8), 8, 4, "hardtanh", 1.0, 0.1, seed=3)
+    model = models.fc_net(4, (1, 8, 8), 8, 4, "hardtanh", 1.0, 0.1, seed=3)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    trained = ept.freeze_all_but(model, 2)
+    trained = ep_fc.freeze_all_but(model, 2)
     fit(model, train, test, Recipe(lr=0.1, epochs=2, batch_size=16, schedule="constant"), seed=0)
     changed = {n for n, p in model.named_parameters() if not torch.equal(p, before[n])}
     lin_names = [n for n, m in model.named_modules() if isinstance(m, nn.Linear)]
     assert changed == {f"{lin_names[2]}.weight", f"{lin_names[2]}.bias"}
     assert trained is dict(model.named_modules())[lin_names[2]]
-    assert ept.trained_layers({"depth": 4}) == [1, 2, 3]
-    assert ept.trained_layers({"depth": 4, "include_readout": True}) == [1, 2, 3, 4]
+    assert ep_fc.trained_layers({"depth": 4}) == [1, 2, 3]
+    assert ep_fc.trained_layers({"depth": 4, "include_readout": True}) == [1, 2, 3, 4]
 
 
 def test_noise_of_magnitude_zero_leaves_accuracy_and_weights_unchanged():
     test = _data(seed=2)
-    model = ept.conv_net("plain", 4, (1, 8, 8), 4, 2.0, 0.0, seed=5).eval()
+    model = models.conv_net("plain", 4, (1, 8, 8), 4, 2.0, 0.0, seed=5).eval()
     before = [p.detach().clone() for p in model.parameters()]
-    rows = ept.noise_rows(model, test, [0.0, 10.0], draws=2, seed=0)
+    rows = stages.noise_rows(model, test, [0.0, 10.0], draws=2, seed=0)
     assert [p for p in model.parameters()] and all(torch.equal(p, b) for p, b in zip(model.parameters(), before))
     zero = [r for r in rows if r["magnitude"] == 0.0]
     assert len(zero) == 7 and all(r["test_acc"] == r["base_acc"] == evaluate(model, test)[1] for r in zero)
@@ -84,8 +86,8 @@ def test_length_rows_start_at_the_input_circle_and_follow_the_blocks():
     x0 = torch.zeros(64, dtype=torch.float64)
     x1 = torch.zeros(64, dtype=torch.float64)
     x0[:32], x1[32:] = 1.0, 1.0  # orthogonal, norm sqrt(32)
-    model = ept.conv_net("bn", 4, (1, 8, 8), 4, 2.0, 0.0, seed=0).double()
-    rows = ept.length_rows(model, Arc(x0, x1), 2000, (1, 8, 8))
+    model = models.conv_net("bn", 4, (1, 8, 8), 4, 2.0, 0.0, seed=0).double()
+    rows = stages.length_rows(model, Arc(x0, x1), 2000, (1, 8, 8))
     assert rows[0]["layer"] == 0 and rows[0]["length"] == pytest.approx(math.pi / 2 * math.sqrt(32), rel=1e-6)
     # a block with batch norm: conv, the BN layer alone, ReLU (EP-F10 draws BN's own effect dotted)
     assert [r["layer"] for r in rows] == [0, .5, .75, 1, 1.5, 1.75, 2, 3, 3.5, 3.75, 4, 4.5, 4.75, 5, 5.5, 5.75, 6,
@@ -98,21 +100,21 @@ def test_length_rows_start_at_the_input_circle_and_follow_the_blocks():
     with torch.no_grad():
         z = model.eval()(Arc(x0, x1)(t).view(-1, 1, 8, 8))
     assert rows[-1]["length"] == pytest.approx((z[1:] - z[:-1]).norm(dim=1).sum().item(), rel=1e-9)
-    plain = [r["stage"] for r in ept.length_rows(ept.conv_net("plain", 4, (1, 8, 8), 4, 2.0, 0.0, 0).double(),
+    plain = [r["stage"] for r in stages.length_rows(models.conv_net("plain", 4, (1, 8, 8), 4, 2.0, 0.0, 0).double(),
                                                  Arc(x0, x1), 10, (1, 8, 8))]
     assert plain == ["input", "conv", "conv", "pool", "conv", "conv", "conv", "pool", "fc", "readout"]
     bn = dict(model.named_modules())["0.1"]
     assert isinstance(bn, nn.BatchNorm2d)
     with torch.no_grad():  # the norm stage is the BN alone: a BN that doubles its input doubles the length
         bn.weight.fill_(2.0)
-    doubled = ept.length_rows(model, Arc(x0, x1), 2000, (1, 8, 8))
+    doubled = stages.length_rows(model, Arc(x0, x1), 2000, (1, 8, 8))
     assert doubled[2]["length"] == pytest.approx(2 * rows[2]["length"], rel=1e-9)
     assert doubled[1]["length"] == rows[1]["length"]
 
 
 def test_sigma_w_rows_measure_the_init_scale():
-    model = ept.fc_net(10, (1, 16, 16), 400, 2, "relu", 2.0, 0.0, seed=0)
-    rows = ept.sigma_w_rows(model)
+    model = models.fc_net(10, (1, 16, 16), 400, 2, "relu", 2.0, 0.0, seed=0)
+    rows = stages.sigma_w_rows(model)
     assert [r["layer"] for r in rows] == [1, 2, 3]
     assert all(r["sigma_w"] == pytest.approx(math.sqrt(2.0), rel=0.02) for r in rows)
 
@@ -158,17 +160,17 @@ def test_ep_f8_quick_runs_resume_from_their_checkpoints(tmp_path):
 def test_trajreg_lambda_stays_positive_and_free_of_weight_decay():
     """lambda = exp(rho) cannot cross zero however far rho is pushed, and weight decay (which
     would pull it towards 1, or an unconstrained lambda towards 0) does not touch it."""
-    layer = ept.TrajReg()
+    layer = models.TrajReg()
     with torch.no_grad():
         layer.rho.fill_(-50.0)
     assert layer.lam.item() > 0
-    model = ept.conv_net("trajreg", 4, (1, 8, 8), 4, 2.0, 0.0, seed=1)
+    model = models.conv_net("trajreg", 4, (1, 8, 8), 4, 2.0, 0.0, seed=1)
     opt = Recipe(optimizer="sgd", lr=0.1, weight_decay=5e-4).optimizer_for(model.parameters())
     groups = {id(p): g["weight_decay"] for g in opt.param_groups for p in g["params"]}
-    regs = [m for m in model.modules() if isinstance(m, ept.TrajReg)]
+    regs = [m for m in model.modules() if isinstance(m, models.TrajReg)]
     assert all(groups[id(m.rho)] == 0.0 for m in regs)
     rates = {id(p): g["lr"] for g in opt.param_groups for p in g["params"]}
-    assert all(rates[id(m.rho)] == pytest.approx(0.1 * ept.RHO_LR_SCALE) for m in regs)
+    assert all(rates[id(m.rho)] == pytest.approx(0.1 * models.RHO_LR_SCALE) for m in regs)
     assert {wd for p, wd in groups.items() if p not in {id(m.rho) for m in regs}} == {5e-4}
 
 

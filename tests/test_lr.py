@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 import torch
 
-from reluinit import datasets, training
-from reluinit.experiments import lr
+from reluinit import datasets
+from reluinit.experiments import lr, lr_train
 from reluinit.nets import sample_mlp
 from reluinit.regions import split_lines
 
@@ -32,7 +32,7 @@ def _checkpoints(tmp_path, digits, run: int) -> str:
     seed = 100 + run
     net = sample_mlp([64, 16, 16, 10], "he", readout=True, bias_std=1e-3, seed=seed, dtype=F64)
     info = {"test_acc": 0.1, "seed": seed, "dataset": "digits", "arch": ARCH}
-    states = [training.snapshot(net, epoch=0, **info)]
+    states = [lr_train.snapshot(net, epoch=0, **info)]
     params = [*net.weights, *net.biases]
     for p in params:
         p.requires_grad_(True)
@@ -44,9 +44,9 @@ def _checkpoints(tmp_path, digits, run: int) -> str:
         opt.step()
     for p in params:
         p.requires_grad_(False)
-    states.append(training.snapshot(net, epoch=5, **dict(info, test_acc=0.9)))
+    states.append(lr_train.snapshot(net, epoch=5, **dict(info, test_acc=0.9)))
     path = tmp_path / f"run{run}.pt"
-    training.save(states, path)
+    lr_train.save(states, path)
     return str(path)
 
 
@@ -64,10 +64,10 @@ def test_f5_counts_the_whole_line_through_examples_drawn_per_run(runs, digits):
         # Every checkpoint of a run uses the run's own examples, recorded with their seed.
         assert table.groupby("epoch")["example"].apply(list).map(tuple).nunique() == 1
         assert table["line_seed"].nunique() == 1 and table["net_seed"].nunique() == 1
-        for (epoch, state) in zip(sorted(table["epoch"].unique()), training.load(paths[r])):
+        for (epoch, state) in zip(sorted(table["epoch"].unique()), lr_train.load(paths[r])):
             rows = table[table["epoch"] == epoch].sort_values("line")
             x = digits.x[torch.tensor(rows["example"].to_numpy())].flatten(1).double()
-            net = training.restore(state)
+            net = lr_train.restore(state)
             whole = split_lines(net, torch.zeros_like(x), x, -math.inf, math.inf)
             reach = 2 * whole.t0[torch.isfinite(whole.t0)].abs().max().item() + 1
             long = split_lines(net, -reach * x, reach * x)  # holds every kink of these lines

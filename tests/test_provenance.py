@@ -72,8 +72,8 @@ def test_a_fingerprint_follows_the_code_a_function_reaches(tmp_path):
 
 def test_a_fingerprint_is_the_same_in_every_process():
     code = textwrap.dedent("""
-        from reluinit import experiments, plotting, provenance
-        e = experiments.get("RP-T1")
+        from reluinit import catalogue, plotting, provenance
+        e = catalogue.get("RP-T1")
         print(provenance.code_fingerprint(e.measure), provenance.code_fingerprint(e.figure, plotting.save))
     """)
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

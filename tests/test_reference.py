@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from reluinit import claims, experiments, paths, reference
+from reluinit import catalogue, claims, paths, reference
 from reluinit.config import settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,7 +26,7 @@ def test_a_cheap_paper_scale_cell_recomputes_to_the_committed_reference(exp, key
     assert _runs().loc[exp, "status"] == "done", f"{exp} is not in the reference"
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     s = {**settings(config, exp, "paper"), **changes}
-    new = experiments.get(exp).measure(s, key, "cpu")
+    new = catalogue.get(exp).measure(s, key, "cpu")
     new = pd.read_csv(io.StringIO(new.to_csv(index=False)))  # as the table was written and read
     ref = reference.read_table(ROOT, exp).query(rows)
     assert len(ref) == len(new) > 0

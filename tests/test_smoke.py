@@ -11,7 +11,7 @@ import torch
 import yaml
 
 from conftest import ROOT, snakemake
-from reluinit import claims, datasets, experiments, plan, smoke, training
+from reluinit import catalogue, claims, datasets, plan, smoke, training
 from reluinit.config import settings
 
 CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
@@ -77,15 +77,15 @@ def test_the_subset_covers_every_combination_of_the_paper_dag_and_the_largest_mo
     chosen = smoke.subset(config)
     assert not smoke.uncovered(config, chosen)
     assert set(chosen) == set(plan.default_experiments(CONFIG, "paper"))
-    run_of = {exp: [r for k in keys for r in smoke._runs(experiments.get(exp).parts(settings(config, exp, "smoke"))[k])]
+    run_of = {exp: [r for k in keys for r in smoke._runs(catalogue.get(exp).parts(settings(config, exp, "smoke"))[k])]
               for exp, keys in chosen.items()}
     for exp in ("RP-T1", "RP-T2", "RP-T3"):
         assert "resnet104" in {r["model"] for r in run_of[exp]}
     assert "vgg16x3" in {r["model"] for r in run_of["RP-T5"]}
     assert 100 in {r["depth"] for r in run_of["RP-F3"]}  # the FFNN of depth 100
     for exp, keys in chosen.items():  # a random-net experiment's first job is among its smoke jobs
-        if not experiments.get(exp).trains:
-            assert keys[0] == next(iter(experiments.get(exp).parts(settings(config, exp, "smoke"))))
+        if not catalogue.get(exp).trains:
+            assert keys[0] == next(iter(catalogue.get(exp).parts(settings(config, exp, "smoke"))))
 
 
 def test_a_smoke_block_that_drops_a_model_leaves_combinations_uncovered():
@@ -108,8 +108,8 @@ def test_the_memory_projection_adds_the_real_datasets_host_memory():
 def test_the_plan_lists_every_paper_job_with_its_resources(capsys):
     table = plan.jobs(CONFIG, "paper")
     counts = table["rule"].value_counts()
-    n_train = sum(len(experiments.get(e).parts(settings(CONFIG, e, "paper")))
-                  for e in plan.default_experiments(CONFIG, "paper") if experiments.get(e).trains)
+    n_train = sum(len(catalogue.get(e).parts(settings(CONFIG, e, "paper")))
+                  for e in plan.default_experiments(CONFIG, "paper") if catalogue.get(e).trains)
     assert counts["train_part"] == n_train == 805
     t3 = table.set_index("job").loc["RP-T3/resnet104-snip-sparsity0.9-rep0"]
     assert (t3["gpu"], t3["cpus"], t3["mem_mb"], t3["runtime_h"]) == (1, 8, 64000, 48)
@@ -152,7 +152,7 @@ def test_the_smoke_subset_runs_within_the_declared_memory(workdir):
     assert len(memory) >= sum(len(k) for k in chosen.values()) and memory["fits"].all()
     assert (memory["max_rss_mb"] > 0).all()
     cost = pd.read_csv(results / "cost.csv")
-    trains = [e for e in chosen if experiments.get(e).trains]
+    trains = [e for e in chosen if catalogue.get(e).trains]
     assert set(cost["experiment"]) == set(trains) and (cost["seconds_per_step"] > 0).all()
     assert (cost["steps"] == cost["runs"]).all()  # one step a run
     t1 = pd.read_csv(results / "RP" / "RP-T1" / f"{chosen['RP-T1'][-1]}.csv")

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from reluinit import catalogue, experiments
+from reluinit import catalogue
 
 # [text](target) in markdown (README, notebooks' markdown cells) and `text <target>`_ in rst.
 MD_LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -94,7 +94,7 @@ def test_license_and_citation_name_the_five_papers(clone):
     assert cff["cff-version"] == "1.2.0" and cff["license"] == "MIT" and cff["authors"]
     titles = {r["title"].lower(): r for r in cff["references"]}
     for paper in catalogue.REFERENCES:
-        title = experiments.PAPERS[paper].lower()
-        assert title in titles, f"CITATION.cff lacks {paper}: {experiments.PAPERS[paper]}"
+        title = catalogue.PAPERS[paper].lower()
+        assert title in titles, f"CITATION.cff lacks {paper}: {catalogue.PAPERS[paper]}"
         assert titles[title]["url"] == catalogue.REFERENCES[paper]["url"]
         assert titles[title]["authors"] and titles[title]["year"]

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 import torch
 
-from reluinit.experiments import get
+from reluinit.catalogue import get
 from reluinit.experiments import tg_train
 from reluinit.models import build, initialize
 from reluinit.training import DeviceData, Recipe, fit

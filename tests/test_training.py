@@ -3,6 +3,7 @@ import math
 import torch
 
 from reluinit import training
+from reluinit.experiments import lr_train
 from reluinit.nets import sample_mlp
 
 
@@ -13,20 +14,20 @@ def _spec(**over):
 
 
 def test_training_learns_and_checkpoints_round_trip(tmp_path):
-    states = training.train_classifier(_spec(), "d2w16", seed=5, device="cpu")
+    states = lr_train.train_classifier(_spec(), "d2w16", seed=5, device="cpu")
     assert [s["epoch"] for s in states] == [0, 3]
     assert states[0]["dataset"] == "digits"  # the quick scale's stand-in for MNIST, recorded
     assert states[-1]["test_acc"] > 0.8 > states[0]["test_acc"]
-    training.save(states, tmp_path / "net.pt")
-    loaded = training.load(tmp_path / "net.pt")  # weights_only=True
-    net = training.restore(loaded[-1])
+    lr_train.save(states, tmp_path / "net.pt")
+    loaded = lr_train.load(tmp_path / "net.pt")  # weights_only=True
+    net = lr_train.restore(loaded[-1])
     x = torch.rand(7, 64, dtype=torch.float64)
-    assert torch.equal(net.forward(x)[1], training.restore(states[-1]).forward(x)[1])
+    assert torch.equal(net.forward(x)[1], lr_train.restore(states[-1]).forward(x)[1])
 
 
 def test_same_seed_same_net():
-    a = training.train_classifier(_spec(epochs=1, checkpoints=[1]), "d2w16", seed=3)
-    b = training.train_classifier(_spec(epochs=1, checkpoints=[1]), "d2w16", seed=3)
+    a = lr_train.train_classifier(_spec(epochs=1, checkpoints=[1]), "d2w16", seed=3)
+    b = lr_train.train_classifier(_spec(epochs=1, checkpoints=[1]), "d2w16", seed=3)
     assert all(torch.equal(u, v) for u, v in zip(a[0]["weights"], b[0]["weights"]))
 
 
@@ -35,7 +36,7 @@ def test_divergence_is_a_result_not_a_crash():
     x = torch.randn(64, 4, dtype=torch.float64)
     y = torch.randint(0, 3, (64,))
     net.weights[0] *= float("inf")
-    states = training.train_adam(net, (x, y), (x, y), epochs=2, lr=1e-3, batch_size=16, seed=0, checkpoints=[2])
+    states = lr_train.train_adam(net, (x, y), (x, y), epochs=2, lr=1e-3, batch_size=16, seed=0, checkpoints=[2])
     assert states[-1]["diverged"] and math.isnan(states[-1]["train_loss"])
     assert states[-1]["test_acc"] == 1 / 3
 
@@ -230,15 +231,15 @@ def test_lr_training_resumes_only_its_own_run(tmp_path, caplog):
     """The `train` rule's runs: a finished run of the same spec is reused, another spec retrains."""
     path = tmp_path / "d2w16-run0.pt"
     spec = _spec(epochs=2, checkpoints=[0, 2])
-    first = training.train_classifier(spec, "d2w16", seed=5, device="cpu", resume=path, run=0)
+    first = lr_train.train_classifier(spec, "d2w16", seed=5, device="cpu", resume=path, run=0)
     with caplog.at_level("INFO", logger="reluinit.training"):
-        again = training.train_classifier(spec, "d2w16", seed=5, device="cpu", resume=path, run=0)
+        again = lr_train.train_classifier(spec, "d2w16", seed=5, device="cpu", resume=path, run=0)
     assert "resumed from" in caplog.text
     assert all(torch.equal(a, b) for a, b in zip(first[-1]["weights"], again[-1]["weights"]))
     assert first[-1]["fingerprint"]["lr"] == spec["lr"]
     caplog.clear()
     with caplog.at_level("INFO", logger="reluinit.training"):
-        other = training.train_classifier({**spec, "lr": 5e-3}, "d2w16", seed=5, device="cpu", resume=path, run=0)
+        other = lr_train.train_classifier({**spec, "lr": 5e-3}, "d2w16", seed=5, device="cpu", resume=path, run=0)
     assert "lr 0.01 -> 0.005: starting afresh" in caplog.text
     assert not torch.equal(first[-1]["weights"][0], other[-1]["weights"][0])
 

@@ -159,14 +159,14 @@ def test_benchmark_script_prints_its_ratio():
 def test_ep_f15_remaining_depth_counts_the_layers_above_the_swept_one():
     """EP Figure 15's x-axis: the number of layers above the swept layer (0 when the labels are
     read right after it)."""
-    from reluinit import experiments
+    from reluinit import catalogue
     from reluinit.config import settings
     import yaml
     from conftest import ROOT
 
     s = settings(yaml.safe_load((ROOT / "config.yaml").read_text()), "EP-F15", "quick")
     s = {**s, "widths": [8], "depth": 3, "n_nets": 1, "n_steps": 200}
-    table = experiments.get("EP-F15").measure(s, "sweeps", device="cpu")
+    table = catalogue.get("EP-F15").measure(s, "sweeps", device="cpu")
     assert set(zip(table["swept_layer"], table["depth"], table["remaining_depth"])) == {
         (0, 1, 0), (0, 2, 1), (0, 3, 2), (1, 2, 0), (1, 3, 1), (2, 3, 0)}
 
@@ -180,7 +180,7 @@ def test_tg_f1_and_ep_f3_trace_a_closed_circle_of_length_2_pi_r():
     import torch
     import yaml
     from conftest import ROOT
-    from reluinit import experiments
+    from reluinit import catalogue
     from reluinit.config import settings
     from reluinit.trajectories import make_path
 
@@ -191,7 +191,7 @@ def test_tg_f1_and_ep_f3_trace_a_closed_circle_of_length_2_pi_r():
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     for exp in ("TG-F1", "EP-F3"):
         s = {**settings(config, exp, "quick"), "width": 8, "n_points": 1001}
-        table = experiments.get(exp).measure(s, "circle", device="cpu")
+        table = catalogue.get(exp).measure(s, "circle", device="cpu")
         inputs = table[table["layer"] == 0]
         radius = math.sqrt(s["input_dim"])
         assert inputs["length"].iloc[0] == pytest.approx(2 * math.pi * radius, rel=1e-5), exp

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, snakemake
-from reluinit import claims, experiments
+from reluinit import catalogue, claims
 from reluinit.config import settings
 
 CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
@@ -19,9 +19,9 @@ CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
 
 def _n_parts(scale, trains=False):
     """Jobs of the experiments that measure (or, with ``trains``, train); views have none."""
-    exps = [e for e in CONFIG["experiments"] if experiments.get(e).trains == trains and not experiments.get(e).source
+    exps = [e for e in CONFIG["experiments"] if catalogue.get(e).trains == trains and not catalogue.get(e).source
             and not settings(CONFIG, e, scale).get("optional", False)]
-    return sum(len(experiments.get(e).parts(settings(CONFIG, e, scale))) for e in exps)
+    return sum(len(catalogue.get(e).parts(settings(CONFIG, e, scale))) for e in exps)
 
 pytestmark = pytest.mark.workflow
 
@@ -84,6 +84,9 @@ def test_quick_scale_dry_run_is_small(workdir):
     # A few jobs per catalogue figure (parts, figure, target), not hundreds.
     assert jobs["measure"] == _n_parts("quick") and jobs["total"] < 5 * len(CONFIG["experiments"]) + 20
     assert "results/quick/OP/OP-F1.csv" in run.stdout and "results/paper" not in run.stdout
+    # a figure job names the functions that compute its rows and plot them (reluinit.catalogue)
+    assert ("rows computed by reluinit.experiments.op.f1_measure, plotted by reluinit.experiments.op.f1_figure"
+            in run.stdout)
     # a user-set results folder holds the scale trees in turn
     moved = snakemake("op_f1", "-n", "--cores", "2", "--config", "scale=quick", "results=elsewhere", cwd=workdir)
     assert moved.returncode == 0 and "elsewhere/quick/OP/OP-F1.csv" in moved.stdout, moved.stderr[-2000:]
@@ -156,8 +159,8 @@ def test_quick_scale_builds_every_target(workdir):
         # every figure rendered: no title or label past the picture's edge, no overlapping ticks
         assert "layout problem" not in log, [line for line in log.splitlines() if "layout problem" in line]
     # Experiments that train: one row per epoch of every run, final and best-epoch accuracy.
-    for exp in [e for e in built if experiments.get(e).trains and not experiments.get(e).source]:
-        table = pd.read_csv(results / experiments.paper_of(exp) / f"{exp}.csv")
+    for exp in [e for e in built if catalogue.get(e).trains and not catalogue.get(e).source]:
+        table = pd.read_csv(results / catalogue.paper_of(exp) / f"{exp}.csv")
         assert {"epoch", "test_acc", "final_test_acc", "best_test_acc", "run_diverged"} <= set(table.columns), exp
         runs = table.dropna(subset=["final_test_acc"])  # measurement rows (kind != epoch) have none
         assert len(runs) and (runs["best_test_acc"] >= runs["final_test_acc"]).all(), exp
@@ -168,7 +171,7 @@ def test_quick_scale_builds_every_target(workdir):
     assert "We see" in html and "Scale: <strong>quick</strong>" in html
     for paper in ("TG", "EP", "LR", "RP", "X"):  # every figure of the paper, with its verdicts
         html = (results / "reports" / f"{paper}.html").read_text()
-        for exp in [e for e in built if experiments.paper_of(e) == paper and e != "RP-T8"]:
+        for exp in [e for e in built if catalogue.paper_of(e) == paper and e != "RP-T8"]:
             assert f"{exp} (paper" in html, (paper, exp)
         assert html.count("We see") >= 1 and "Traceback" not in html
 
@@ -178,7 +181,7 @@ def test_quick_scale_builds_every_target(workdir):
     assert list(card["claim"]) == [c.id for c in stated]
     assert set(card["verdict"]) <= {claims.REPRODUCED, claims.NOT_REPRODUCED, claims.NOT_RUN}
     assert (card.loc[[c.scale == "paper" for c in stated], "verdict"] == claims.NOT_RUN).all()
-    tables = {e: pd.read_csv(results / experiments.paper_of(e) / f"{e}.csv") for e in {c.table for c in stated}}
+    tables = {e: pd.read_csv(results / catalogue.paper_of(e) / f"{e}.csv") for e in {c.table for c in stated}}
     for c in stated:
         assert claims.missing_columns(c, tables[c.table]) == [], c.id
     reproduced = [c for c, v in zip(stated, card["verdict"]) if v == claims.REPRODUCED]
@@ -309,7 +312,7 @@ def _code_edits_rerun_what_runs_the_code(workdir):
     assert not {j for j in jobs if j.startswith("figure_")} - {"figure_op_f1"}, jobs  # only the edited one
     _edit(src / "norms.py", '"""Per-sample, per-hidden-layer', '"""Per-sample (edited), per-hidden-layer')
     jobs = _rerun_plan(workdir)
-    n_op = sum(len(experiments.get(e).parts(settings(CONFIG, e, "quick"))) for e in ("OP-F1", "OP-F2", "OP-F3"))
+    n_op = sum(len(catalogue.get(e).parts(settings(CONFIG, e, "quick"))) for e in ("OP-F1", "OP-F2", "OP-F3"))
     assert jobs.get("measure") == n_op and {"figure_op_f1", "figure_op_f2", "figure_op_f3"} <= set(jobs), jobs
     assert not {"train", "train_part"} & set(jobs), jobs
 

@@ -1,19 +1,94 @@
-"""What the pipeline builds, per paper, read from the experiment registry and the config, so that
-neither the README's status table nor the experiment catalogue (``CATALOGUE.md``) can drift from
-the code: ``python -m reluinit.catalogue`` prints the table, ``python -m reluinit.catalogue
-catalogue > CATALOGUE.md`` writes the catalogue (tests/test_catalogue.py checks both are current).
+"""The experiment catalogue: every figure and table id the pipeline rebuilds, with its paper, its
+place in the paper, what it shows, and the module and functions that compute and plot it.
 
-The catalogue's prose (each id's place in its paper and what it shows) lives here, next to the
-papers' public identifiers; its settings and status are read from ``config.yaml``."""
+This is the one place an id is wired to code: ``get("TG-F2")`` imports
+``reluinit.experiments.tg`` and returns its ``f2_parts``, ``f2_measure``, ``f2_figure`` and
+``f2_summary`` (README, "Adding an experiment"). Nothing registers itself on import, and the
+library never imports the experiments: only ``get`` reaches them, by name.
+
+The same table writes the README's status table (``python -m reluinit.catalogue``) and
+``CATALOGUE.md`` (``python -m reluinit.catalogue catalogue > CATALOGUE.md``) with the settings read
+from ``config.yaml``; tests/test_catalogue.py checks that both are current and that the
+catalogue, ``config.yaml``, its schema and the shared experiment list name the same ids."""
 
 from __future__ import annotations
 
+import importlib
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
-from . import experiments
-from .config import settings
+PAPERS = {
+    "TG": "Trajectory growth lower bounds for random sparse deep ReLU networks",
+    "EP": "On the expressive power of deep neural networks",
+    "OP": "The benefits of over-parameterization at initialization in deep ReLU networks",
+    "LR": "Complexity of linear regions in deep networks",
+    "RP": "Robust pruning at initialization",
+    "X": "Across the papers (ours)",
+}
+
+
+def paper_of(exp_id: str) -> str:
+    """``"OP-F1" -> "OP"``."""
+    return exp_id.split("-", 1)[0]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One catalogue id: where it is in its paper, what it shows, and where its code is: functions
+    ``parts``, ``measure``, ``figure``, ``summary`` (and ``trained``) of ``reluinit.experiments.<module>``.
+    ``trains``: its jobs train nets (rule ``train_part``); ``source``: it plots another id's runs."""
+    place: str
+    module: str
+    functions: tuple[str, str, str, str]
+    shows: str
+    trains: bool = False
+    trained: str | None = None
+    source: str | None = None
+
+
+def _e(place: str, module: str, functions: str, shows: str, **kw) -> Entry:
+    return Entry(place, module, tuple(functions.split()), shows, **kw)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """An id's functions, loaded (``get``)."""
+    id: str
+    parts: Callable[[dict], dict[str, dict]]
+    measure: Callable
+    figure: Callable
+    summary: Callable
+    trained: Callable[[dict, str], list[tuple[str, str, int]]] = lambda settings, key: []
+    trains: bool = False
+    source: str | None = None
+
+    @property
+    def paper(self) -> str:
+        return paper_of(self.id)
+
+
+def get(exp_id: str) -> Experiment:
+    """The functions of ``exp_id``, from its module (imported now: a job pays for its own module's
+    imports alone)."""
+    try:
+        entry = ENTRIES[exp_id]
+    except KeyError:
+        raise KeyError(f"no experiment {exp_id!r} in the catalogue; known: {sorted(ENTRIES)}") from None
+    module = importlib.import_module(f"{__package__}.experiments.{entry.module}")
+    parts, measure, figure, summary = (getattr(module, name) for name in entry.functions)
+    extra = {"trained": getattr(module, entry.trained)} if entry.trained else {}
+    return Experiment(exp_id, parts, measure, figure, summary, trains=entry.trains, source=entry.source, **extra)
+
+
+def code_names(exp_id: str) -> dict[str, str]:
+    """``{"measure": "reluinit.experiments.tg.f2_measure", "figure": ...}``: where to read an id's code
+    (the figure rules' messages say it)."""
+    entry = ENTRIES[exp_id]
+    return {role: f"{__package__}.experiments.{entry.module}.{name}"
+            for role, name in zip(("parts", "measure", "figure", "summary"), entry.functions)}
 
 
 def _order(exp_id: str):
@@ -25,9 +100,11 @@ def _order(exp_id: str):
 def status_table(config: dict) -> str:
     """A markdown table: each paper, the catalogue ids ``all`` builds (both scales) and the optional
     ones it leaves out."""
-    by_paper: dict[str, list[str]] = {p: [] for p in experiments.PAPERS}
+    from .config import settings
+
+    by_paper: dict[str, list[str]] = {p: [] for p in PAPERS}
     for exp in config["experiments"]:
-        by_paper[experiments.paper_of(exp)].append(exp)
+        by_paper[paper_of(exp)].append(exp)
     lines = ["| id | paper | built by `snakemake all` |", "|---|---|---|"]
     for paper, ids in by_paper.items():
         if not ids:
@@ -36,7 +113,7 @@ def status_table(config: dict) -> str:
         built = [e for e in ids if not settings(config, e, "paper").get("optional", False)]
         optional = [e for e in ids if e not in built]
         cell = ", ".join(built) + (f"; configured, optional: {', '.join(optional)}" if optional else "")
-        lines.append(f"| {paper} | {experiments.PAPERS[paper]} | {cell} |")
+        lines.append(f"| {paper} | {PAPERS[paper]} | {cell} |")
     return "\n".join(lines)
 
 
@@ -78,80 +155,151 @@ REFERENCES = {
 # --- each catalogue id: where it is in its paper, and what it shows (our words) ----------------
 
 ENTRIES = {
-    "TG-F1": ("Figure 1", "A circle through input space, its pre-activations projected to 2-D at the "
-              "input, layer 6 and layer 12 of a ReLU net (σ_w = 2)."),
-    "TG-F2": ("Figure 2", "Expected trajectory length per layer, one curve per density α, sparse-Gaussian "
-              "weights at σ_w = 6 on a line between two MNIST test points."),
-    "TG-F3a": ("Figure 3a", "Growth factor E[‖dz(d+1)‖/‖dz(d)‖] vs σ_w at α = 0.5 for Gaussian, uniform and "
-               "discrete weights, with the lower bounds of Corollaries 1-3."),
-    "TG-F3b": ("Figure 3b", "The same growth factor vs α at σ_w = 2."),
-    "TG-F4": ("Figure 4", "E‖u_J‖ vs α for a vector uniform on the sphere (≈ √α) and a one-hot one (= α)."),
-    "TG-F5": ("Figure 5", "TG-F3a and b between random points of R^500, on straight lines and on curved "
-              "paths (semicircles in random planes)."),
-    "TG-F6": ("Figure 6", "Growth factor of trained nets vs their post-training σ_w, for lines within a "
-              "class and between classes; the same nets before training in black."),
-    "EP-F1": ("Figure 1", "Regions of input space (R²) cut by a 3-hidden-layer ReLU net of width 4, "
-              "layer by layer."),
-    "EP-F2": ("Figure 2", "Transitions along a circle vs depth and vs width for several σ_w², hard-tanh "
-              "and ReLU."),
-    "EP-F3": ("Figure 3", "A circle projected to 2-D after each layer of a tanh net of width 100."),
-    "EP-F4": ("Figure 4", "Trajectory length after each block of a CIFAR-10 conv net at initialization, "
-              "several σ_w²."),
-    "EP-F5": ("Figure 5", "Transitions vs trajectory length for several widths and σ_w² (hard-tanh)."),
-    "EP-F6": ("Figure 6", "Accuracy of a trained CIFAR-10 conv net vs noise added to one layer at a time."),
-    "EP-F7": ("Figure 7", "Train and test accuracy of an MNIST net when only one hidden layer is trained."),
-    "EP-F8": ("Figure 8", "Trajectory length per layer through training of a conv net without batch norm."),
-    "EP-F9": ("Figure 9", "Each layer's weight scale σ_w through the same training."),
-    "EP-F10": ("Figure 10", "As EP-F8 with batch norm."),
-    "EP-F11": ("Figure 11", "Accuracy through training: plain, batch norm, trajectory regularization."),
-    "EP-F12": ("Figure 12", "Trajectory length per layer of fully connected ReLU nets, several σ_w² and "
-               "widths, on MNIST inputs."),
-    "EP-F13": ("Figure 13", "Hard-tanh lengths per layer by width and by σ_w², and the growth ratio "
-               "between Theorem 3's bounds."),
-    "EP-F14": ("Figure 14", "Dichotomies of 15 inputs as the first layer's weights sweep a great circle, "
-               "vs depth and vs width."),
-    "EP-F15": ("Figure 15", "Dichotomies vs remaining depth when the swept layer moves up the net."),
-    "EP-F16": ("Figure 16", "Unique dichotomies vs transitions, beside a random walk flipping one label "
-               "per transition."),
-    "EP-F17": ("Figure 17", "As EP-F7 on CIFAR-10."),
-    "EP-F18": ("Figure 18", "Trajectory length per layer through training of an MNIST fully connected net "
-               "started at small σ_w."),
-    "OP-F1": ("Figure 1", "Per layer, ‖h_l‖/‖x‖ and ‖∂ℓ/∂W_l‖_F/(‖δ‖‖x‖) over random inputs, He vs Glorot, "
-              "several widths."),
-    "OP-F2": ("Figure 2", "Measured distortion ε vs width of a one-hidden-layer net, against the ε that "
-              "Lemma 2 (forward) and Lemma 5 (backward) guarantee."),
-    "OP-F3": ("Figure 3", "Gradient ratio per layer when the layers' widths vary around a centre."),
-    "LR-F1": ("Figure 1", "The exact regions of a ReLU net with 2-D input at initialization."),
-    "LR-F2": ("Figure 2", "The same for a second net."),
-    "LR-F3": ("Figure 3", "Telgarsky's sawtooth, exact and with small weight noise: its pieces counted."),
-    "LR-F4": ("Figure 4", "The piecewise-linear function of a net with 1-D input at initialization."),
-    "LR-F5": ("Figure 5", "Regions along lines through training examples, divided by the number of "
-              "neurons, through training, several architectures."),
-    "LR-F6": ("Figure 6", "Mean distance to the nearest region boundary through training, against "
-              "C/#neurons; scaled by #neurons; vs test accuracy."),
-    "LR-F7": ("Figure 7", "Histogram of log10 distances to the nearest boundary through training."),
-    "LR-F8": ("Figure 8", "Regions in the plane through three training images (digits 0, 1, 2), through "
-              "training."),
-    "RP-F1": ("Figure 1", "Share of incoming weights each neuron keeps after SBP at 70% sparsity, at the "
-              "edge of chaos vs in the chaotic phase."),
-    "RP-F2": ("Figure 2", "Percent of weights kept per layer after SBP: ResNet32 vs Stable ResNet32."),
-    "RP-F3": ("Figure 3", "Test accuracy over depth × sparsity of tanh FFNNs on MNIST: EOC with "
-              "rescaling, EOC, ordered phase."),
-    "RP-F4": ("Figure 4 (appendix)", "RP-F2 as the percent pruned per layer."),
-    "RP-F5": ("Figure 5 (appendix)", "RP-F3 for ELU and tanh."),
-    "RP-T1": ("Table 1", "CIFAR-10 accuracy of SNIP vs SBP-SR on ResNet32/50/104 at 90 to 99.9% sparsity."),
-    "RP-T2": ("Table 2", "CIFAR-10 and CIFAR-100 accuracy of every pruner at 90, 95 and 98% sparsity."),
-    "RP-T3": ("Table 3", "The same on Tiny ImageNet at 85, 90 and 95%."),
-    "RP-T4": ("Table 4", "A vanilla CNN on MNIST at 50% sparsity: ordered, EOC, EOC with rescaling."),
-    "RP-T5": ("Table 5", "VGG16 and 3xVGG16 on CIFAR-10: SNIP, SynFlow, EOC with rescaling."),
-    "RP-T7": ("Table 7 (appendix)", "Critical sparsity of magnitude pruning vs Proposition 4's bound, "
-              "first layer's variance divided by γ."),
-    "RP-T8": ("Table 8 (appendix)", "ResNet50 on ImageNet, 90 epochs."),
-    "RP-T9": ("Table 9 (appendix)", "ReLU vs tanh ResNets on CIFAR-10, SBP-SR vs SNIP, 90 to 99.9%."),
-    "RP-Th1": ("Section 2, Theorem 1", "Critical sparsity of SBP in the ordered phase (κ = 0.2, L = N = 100) "
-               "vs the theorem's bound."),
-    "X-F1": ("ours", "Regions per line / #neurons (LR) and transitions (EP) vs depth at fixed width, "
-             "σ_w² in {2, 4, 8, 16}, ReLU and hard-tanh."),
+    "TG-F1": _e("Figure 1", "tg", "projection_parts projection_measure f1_figure projection_summary",
+          "A circle through input space, its pre-activations projected to 2-D at the input, layer "
+          "6 and layer 12 of a ReLU net (σ_w = 2)."),
+    "TG-F2": _e("Figure 2", "tg", "f2_parts f2_measure f2_figure f2_summary",
+          "Expected trajectory length per layer, one curve per density α, sparse-Gaussian weights "
+          "at σ_w = 6 on a line between two MNIST test points."),
+    "TG-F3a": _e("Figure 3a", "tg", "f3_parts f3a_measure f3a_figure growth_summary",
+          "Growth factor E[‖dz(d+1)‖/‖dz(d)‖] vs σ_w at α = 0.5 for Gaussian, uniform and "
+          "discrete weights, with the lower bounds of Corollaries 1-3."),
+    "TG-F3b": _e("Figure 3b", "tg", "f3_parts f3b_measure f3b_figure growth_summary",
+          "The same growth factor vs α at σ_w = 2."),
+    "TG-F4": _e("Figure 4", "tg", "f4_parts f4_measure f4_figure f4_summary",
+          "E‖u_J‖ vs α for a vector uniform on the sphere (≈ √α) and a one-hot one (= α)."),
+    "TG-F5": _e("Figure 5", "tg", "f5_parts f5_measure f5_figure growth_summary",
+          "TG-F3a and b between random points of R^500, on straight lines and on curved paths "
+          "(semicircles in random planes)."),
+    "TG-F6": _e("Figure 6", "tg_train", "f6_parts f6_measure f6_figure f6_summary",
+          "Growth factor of trained nets vs their post-training σ_w, for lines within a class and "
+          "between classes; the same nets before training in black.",
+          trains=True),
+    "EP-F1": _e("Figure 1", "ep", "net_parts plane_measure f1_figure plane_summary",
+          "Regions of input space (R²) cut by a 3-hidden-layer ReLU net of width 4, layer by "
+          "layer."),
+    "EP-F2": _e("Figure 2", "ep", "grid_parts grid_measure f2_figure transitions_summary",
+          "Transitions along a circle vs depth and vs width for several σ_w², hard-tanh and ReLU."),
+    "EP-F3": _e("Figure 3", "ep", "projection_parts projection_measure f3_figure projection_summary",
+          "A circle projected to 2-D after each layer of a tanh net of width 100."),
+    "EP-F4": _e("Figure 4", "ep_conv", "f4_parts f4_measure f4_figure f4_summary",
+          "Trajectory length after each block of a CIFAR-10 conv net at initialization, several "
+          "σ_w²."),
+    "EP-F5": _e("Figure 5", "ep", "grid_parts grid_measure f5_figure f5_summary",
+          "Transitions vs trajectory length for several widths and σ_w² (hard-tanh)."),
+    "EP-F6": _e("Figure 6", "ep_conv", "f6_parts f6_measure f6_figure f6_summary",
+          "Accuracy of a trained CIFAR-10 conv net vs noise added to one layer at a time.",
+          trains=True),
+    "EP-F7": _e("Figure 7", "ep_fc", "one_parts one_measure f7_figure one_summary",
+          "Train and test accuracy of an MNIST net when only one hidden layer is trained.",
+          trains=True),
+    "EP-F8": _e("Figure 8", "ep_conv", "train_parts train_measure f8_figure f8_summary",
+          "Trajectory length per layer through training of a conv net without batch norm.",
+          trains=True),
+    "EP-F9": _e("Figure 9", "ep_conv", "train_parts train_measure f9_figure f9_summary",
+          "Each layer's weight scale σ_w through the same training.",
+          trains=True, source="EP-F8"),
+    "EP-F10": _e("Figure 10", "ep_conv", "train_parts train_measure f10_figure f10_summary",
+          "As EP-F8 with batch norm.",
+          trains=True, source="EP-F8"),
+    "EP-F11": _e("Figure 11", "ep_conv", "train_parts train_measure f11_figure f11_summary",
+          "Accuracy through training: plain, batch norm, trajectory regularization.",
+          trains=True, source="EP-F8"),
+    "EP-F12": _e("Figure 12", "ep", "grid_parts grid_measure f12_figure length_summary",
+          "Trajectory length per layer of fully connected ReLU nets, several σ_w² and widths, on "
+          "MNIST inputs."),
+    "EP-F13": _e("Figure 13", "ep", "f13_parts f13_measure f13_figure f13_summary",
+          "Hard-tanh lengths per layer by width and by σ_w², and the growth ratio between Theorem "
+          "3's bounds."),
+    "EP-F14": _e("Figure 14", "ep", "dichotomy_parts f14_measure f14_figure dichotomy_summary",
+          "Dichotomies of 15 inputs as the first layer's weights sweep a great circle, vs depth "
+          "and vs width."),
+    "EP-F15": _e("Figure 15", "ep", "dichotomy_parts f15_measure f15_figure dichotomy_summary",
+          "Dichotomies vs remaining depth when the swept layer moves up the net."),
+    "EP-F16": _e("Figure 16", "ep", "dichotomy_parts f16_measure f16_figure f16_summary",
+          "Unique dichotomies vs transitions, beside a random walk flipping one label per "
+          "transition."),
+    "EP-F17": _e("Figure 17", "ep_fc", "one_parts one_measure f17_figure one_summary",
+          "As EP-F7 on CIFAR-10.",
+          trains=True),
+    "EP-F18": _e("Figure 18", "ep_fc", "f18_parts f18_measure f18_figure f18_summary",
+          "Trajectory length per layer through training of an MNIST fully connected net started "
+          "at small σ_w.",
+          trains=True),
+    "OP-F1": _e("Figure 1", "op", "f1_parts f1_measure f1_figure f1_summary",
+          "Per layer, ‖h_l‖/‖x‖ and ‖∂ℓ/∂W_l‖_F/(‖δ‖‖x‖) over random inputs, He vs Glorot, "
+          "several widths."),
+    "OP-F2": _e("Figure 2", "op", "f2_parts f2_measure f2_figure f2_summary",
+          "Measured distortion ε vs width of a one-hidden-layer net, against the ε that Lemma 2 "
+          "(forward) and Lemma 5 (backward) guarantee."),
+    "OP-F3": _e("Figure 3", "op", "f3_parts f3_measure f3_figure f3_summary",
+          "Gradient ratio per layer when the layers' widths vary around a centre."),
+    "LR-F1": _e("Figure 1", "lr", "net_parts plane_measure f1_figure plane_summary",
+          "The exact regions of a ReLU net with 2-D input at initialization."),
+    "LR-F2": _e("Figure 2", "lr", "net_parts plane_measure f2_figure plane_summary",
+          "The same for a second net."),
+    "LR-F3": _e("Figure 3", "lr", "f3_parts f3_measure f3_figure f3_summary",
+          "Telgarsky's sawtooth, exact and with small weight noise: its pieces counted."),
+    "LR-F4": _e("Figure 4", "lr", "net_parts f4_measure f4_figure f4_summary",
+          "The piecewise-linear function of a net with 1-D input at initialization."),
+    "LR-F5": _e("Figure 5", "lr", "trained_parts f5_measure f5_figure f5_summary",
+          "Regions along lines through training examples, divided by the number of neurons, "
+          "through training, several architectures.",
+          trained="trained_inputs"),
+    "LR-F6": _e("Figure 6", "lr", "trained_parts f6_measure f6_figure f6_summary",
+          "Mean distance to the nearest region boundary through training, against C/#neurons; "
+          "scaled by #neurons; vs test accuracy.",
+          trained="trained_inputs"),
+    "LR-F7": _e("Figure 7", "lr", "trained_parts f6_measure f7_figure f7_summary",
+          "Histogram of log10 distances to the nearest boundary through training.",
+          trained="trained_inputs"),
+    "LR-F8": _e("Figure 8", "lr", "trained_parts f8_measure f8_figure f8_summary",
+          "Regions in the plane through three training images (digits 0, 1, 2), through training.",
+          trained="trained_inputs"),
+    "RP-F1": _e("Figure 1", "rp", "f1_parts f1_measure f1_figure f1_summary",
+          "Share of incoming weights each neuron keeps after SBP at 70% sparsity, at the edge of "
+          "chaos vs in the chaotic phase."),
+    "RP-F2": _e("Figure 2", "rp", "f2_parts f2_measure f2_figure f2_summary",
+          "Percent of weights kept per layer after SBP: ResNet32 vs Stable ResNet32."),
+    "RP-F3": _e("Figure 3", "rp_train", "heat_parts heat_measure heat_figure heat_summary",
+          "Test accuracy over depth × sparsity of tanh FFNNs on MNIST: EOC with rescaling, EOC, "
+          "ordered phase.",
+          trains=True),
+    "RP-F4": _e("Figure 4 (appendix)", "rp", "f2_parts f2_measure f4_figure f2_summary",
+          "RP-F2 as the percent pruned per layer."),
+    "RP-F5": _e("Figure 5 (appendix)", "rp_train", "heat_parts heat_measure heat_figure heat_summary",
+          "RP-F3 for ELU and tanh.",
+          trains=True),
+    "RP-T1": _e("Table 1", "rp_train", "accuracy_parts accuracy_measure accuracy_figure accuracy_summary",
+          "CIFAR-10 accuracy of SNIP vs SBP-SR on ResNet32/50/104 at 90 to 99.9% sparsity.",
+          trains=True),
+    "RP-T2": _e("Table 2", "rp_train", "accuracy_parts accuracy_measure accuracy_figure accuracy_summary",
+          "CIFAR-10 and CIFAR-100 accuracy of every pruner at 90, 95 and 98% sparsity.",
+          trains=True),
+    "RP-T3": _e("Table 3", "rp_train", "accuracy_parts accuracy_measure accuracy_figure accuracy_summary",
+          "The same on Tiny ImageNet at 85, 90 and 95%.",
+          trains=True),
+    "RP-T4": _e("Table 4", "rp_train", "t4_parts t4_measure t4_figure t4_summary",
+          "A vanilla CNN on MNIST at 50% sparsity: ordered, EOC, EOC with rescaling.",
+          trains=True),
+    "RP-T5": _e("Table 5", "rp_train", "accuracy_parts accuracy_measure accuracy_figure accuracy_summary",
+          "VGG16 and 3xVGG16 on CIFAR-10: SNIP, SynFlow, EOC with rescaling.",
+          trains=True),
+    "RP-T7": _e("Table 7 (appendix)", "rp", "t7_parts t7_measure t7_figure t7_summary",
+          "Critical sparsity of magnitude pruning vs Proposition 4's bound, first layer's "
+          "variance divided by γ."),
+    "RP-T8": _e("Table 8 (appendix)", "rp_train", "accuracy_parts accuracy_measure accuracy_figure accuracy_summary",
+          "ResNet50 on ImageNet, 90 epochs.",
+          trains=True),
+    "RP-T9": _e("Table 9 (appendix)", "rp_train", "accuracy_parts accuracy_measure accuracy_figure accuracy_summary",
+          "ReLU vs tanh ResNets on CIFAR-10, SBP-SR vs SNIP, 90 to 99.9%.",
+          trains=True),
+    "RP-Th1": _e("Section 2, Theorem 1", "rp", "th1_parts th1_measure th1_figure th1_summary",
+          "Critical sparsity of SBP in the ordered phase (κ = 0.2, L = N = 100) vs the theorem's "
+          "bound."),
+    "X-F1": _e("ours", "x", "f1_parts f1_measure f1_figure f1_summary",
+          "Regions per line / #neurons (LR) and transitions (EP) vs depth at fixed width, σ_w² in "
+          "{2, 4, 8, 16}, ReLU and hard-tanh."),
 }
 
 
@@ -170,7 +318,7 @@ def _block(block: dict | None) -> str:
 
 def _status(config: dict, exp: str) -> str:
     block = config["experiments"][exp]["paper"]
-    e = experiments.get(exp)
+    e = get(exp)
     words = ["optional: not built by `all`" if block.get("optional") else "built by `all`"]
     if e.source:
         words.append(f"drawn from {e.source}'s runs")
@@ -188,9 +336,9 @@ def catalogue_markdown(config: dict) -> str:
     missing = [e for e in config["experiments"] if e not in ENTRIES]
     if missing:
         raise KeyError(f"no catalogue entry for {missing}: add them to reluinit.catalogue.ENTRIES")
-    by_paper: dict[str, list[str]] = {p: [] for p in experiments.PAPERS}
+    by_paper: dict[str, list[str]] = {p: [] for p in PAPERS}
     for exp in config["experiments"]:
-        by_paper[experiments.paper_of(exp)].append(exp)
+        by_paper[paper_of(exp)].append(exp)
     out = [
         "# Experiment catalogue",
         "",
@@ -207,14 +355,14 @@ def catalogue_markdown(config: dict) -> str:
         if not ids:
             continue
         ref = REFERENCES.get(paper)
-        out += ["", f"## {paper}: {experiments.PAPERS[paper]}", ""]
+        out += ["", f"## {paper}: {PAPERS[paper]}", ""]
         if ref:
             out += [f"{ref['authors']}. {ref['venue']}. [{ref['id']}]({ref['url']})", ""]
         out += ["| id | place | what | paper scale | quick scale | status |", "|---|---|---|---|---|---|"]
         for exp in sorted(ids, key=_order):
-            place, what = ENTRIES[exp]
+            place, what = ENTRIES[exp].place, ENTRIES[exp].shows
             block = config["experiments"][exp]
-            source = experiments.get(exp).source
+            source = get(exp).source
             paper_cell = _block(block["paper"]) if block["paper"] or not source else f"{source}'s settings"
             out.append(f"| {exp} | {place} | {what} | {paper_cell} | {_block(block.get('quick'))} "
                        f"| {_status(config, exp)} |")

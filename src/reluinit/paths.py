@@ -22,7 +22,7 @@ is that tree (``results/quick`` or ``results/paper``):
 
 from __future__ import annotations
 
-from .experiments import paper_of
+from .catalogue import paper_of
 
 
 def scale_root(results: str, scale: str) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from . import experiments
+from . import catalogue
 from .config import settings, training_settings
 
 # Resources of the rules whose jobs all ask the same (rule `measure`, rule `train`).
@@ -45,7 +45,7 @@ def train_resources(config: dict, exp: str, part: str, scale: str | None = None)
     declare the paper's resources (what their peak memory is checked against)."""
     scale = scale or config["scale"]
     s = settings(config, exp, scale)
-    return _resources(s, experiments.get(exp).parts(s)[part]["runs"].values(), scale)
+    return _resources(s, catalogue.get(exp).parts(s)[part]["runs"].values(), scale)
 
 
 def _resources(s: dict, runs, scale: str) -> dict:
@@ -64,7 +64,7 @@ def _resources(s: dict, runs, scale: str) -> dict:
 
 def default_experiments(config: dict, scale: str) -> list[str]:
     """Experiments `all` builds that have jobs of their own (not optional ones, not views)."""
-    return [e for e in config["experiments"] if not experiments.get(e).source
+    return [e for e in config["experiments"] if not catalogue.get(e).source
             and not settings(config, e, scale).get("optional", False)]
 
 
@@ -73,7 +73,7 @@ def jobs(config: dict, scale: str | None = None, exps: list[str] | None = None) 
     scale = scale or config["scale"]
     rows, specs = [], {}
     for exp in exps or default_experiments(config, scale):
-        e = experiments.get(exp)
+        e = catalogue.get(exp)
         s = settings(config, exp, scale)
         for key, kwargs in e.parts(s).items():
             if e.trains:

@@ -139,3 +139,9 @@ def polygons(ax, vertices, seed: int = 0) -> None:
     ax.set_ylim(vertices["v"].min(), vertices["v"].max())
     ax.set_aspect("equal")
     ax.grid(False)
+
+
+def as_labels(table, col: str, name: str):
+    """``table`` with column ``name`` holding ``col``'s numbers as short text (``f"{v:g}"``), so
+    seaborn colours them as categories, one legend entry per value."""
+    return table.assign(**{name: table[col].map(lambda v: f"{v:g}")})

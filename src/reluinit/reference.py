@@ -32,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import claims, paths
-from .experiments import PAPERS, paper_of
+from .catalogue import PAPERS, paper_of
 
 GZIP_ABOVE = 500_000  # bytes of CSV
 
@@ -191,8 +191,7 @@ def render(root: str | Path, claims_file: str = "claims.yaml", notebooks: bool =
     for paper in PAPERS:
         card[card["paper"] == paper].to_csv(paths.paper_claims(str(root), paper), index=False)
     Path(paths.scorecard(str(root), "html")).parent.mkdir(parents=True, exist_ok=True)
-    from .reports import PAPERS as TITLES
-    claims.write_html(card, paths.scorecard(str(root), "html"), "paper", listed, TITLES)
+    claims.write_html(card, paths.scorecard(str(root), "html"), "paper", listed, PAPERS)
     if notebooks:
         for paper in PAPERS:
             _notebook(root, paper)
@@ -261,7 +260,7 @@ def reference_readme(card: pd.DataFrame, runs: pd.DataFrame) -> str:
         "  --cores 2 --keep-going --config scale=paper data_dir=<folder>` with the targets",
         f"  `{' '.join(target(e) for e in EXPERIMENTS)}`",
         "  (this tree was built in stages of those, cheapest first), then",
-        "  `python -m reluinit.benchmark precision --data-dir <folder> --out reference/paper/precision.csv`",
+        "  `python -m reluinit.experiments.precision --data-dir <folder> --out reference/paper/precision.csv`",
         "  (what float32 changes in TG's sweeps), `python -m reluinit.reference export` and",
         "  `python -m reluinit.reference render`.",
         "",

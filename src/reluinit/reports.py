@@ -10,16 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import claims, experiments, paths
-
-PAPERS = {
-    "TG": "Trajectory growth lower bounds in sparse random ReLU nets",
-    "EP": "On the expressive power of deep neural networks",
-    "OP": "The benefits of over-parameterization at initialization in deep ReLU networks",
-    "LR": "Complexity of linear regions in deep networks",
-    "RP": "Robust pruning at initialization",
-    "X": "Across the papers (ours)",
-}
+from . import catalogue, claims, paths
 
 
 def built_with(path: str) -> dict:
@@ -84,11 +75,11 @@ def show(results: str, exp_id: str, card: pd.DataFrame, cells: dict[str, list] |
         return
     png = paths.figures(results, exp_id)[1]
     if os.environ.get("RELUINIT_FIGURES") == "link":  # the committed reference: figures stay files, linked
-        display(HTML(f"<img src='{_link(png, results, experiments.paper_of(exp_id))}' alt='{exp_id}' width='100%'>"))
+        display(HTML(f"<img src='{_link(png, results, catalogue.paper_of(exp_id))}' alt='{exp_id}' width='100%'>"))
     else:
         display(Image(png))
     table = pd.read_csv(table_path)
-    summary = experiments.get(exp_id).summary(table)
+    summary = catalogue.get(exp_id).summary(table)
     display(Markdown(f"**Summary of `{exp_id}`** ({len(table):,} rows in `{table_path}`):"))
     display(summary.head(40))
     display(Markdown("**We see:** " + seen(card, exp_id)))

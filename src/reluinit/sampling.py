@@ -98,3 +98,10 @@ def subvector_norms(u: torch.Tensor, alpha: float, n_draws: int, seed: int) -> n
     gen = torch.Generator(device=u.device).manual_seed(seed)
     keep = torch.rand((n_draws, len(u)), generator=gen, device=u.device, dtype=u.dtype) < alpha
     return torch.linalg.vector_norm(keep * u, dim=1).cpu().numpy()
+
+
+def part_seed(base: int, index: int) -> int:
+    """A seed for job (or run) ``index`` of an experiment seeded ``base``, independent of the
+    others' streams (``numpy.random.SeedSequence``), so a job's numbers do not depend on which
+    other jobs run."""
+    return int(np.random.SeedSequence([base, index]).generate_state(1)[0] & 0x7FFFFFFF)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import datasets, experiments, paths
+from . import catalogue, datasets, paths
 from .config import settings
 from .plan import MEASURE, TRAIN, default_experiments, train_resources
 
@@ -35,11 +35,11 @@ def combos(config: dict, exp: str, key: str, scale: str) -> set[tuple[str, str, 
     """The (experiment, model, dataset) triples of one job, and those of the `train` jobs it reads
     (as ``("train <spec>", arch, dataset)``)."""
     s = settings(config, exp, scale)
-    return _combos(exp, s, experiments.get(exp).parts(s)[key], key)
+    return _combos(exp, s, catalogue.get(exp).parts(s)[key], key)
 
 
 def _combos(exp: str, s: dict, kwargs: dict, key: str) -> set[tuple[str, str, str]]:
-    e = experiments.get(exp)
+    e = catalogue.get(exp)
     out = set()
     for run in _runs(kwargs):
         model = run.get("model") or run.get("arch") or s.get("model") or NO_MODEL
@@ -55,7 +55,7 @@ def paper_combos(config: dict, scale: str = "paper") -> set[tuple[str, str, str]
     out = set()
     for exp in default_experiments(config, scale):
         s = settings(config, exp, scale)
-        for key, kwargs in experiments.get(exp).parts(s).items():
+        for key, kwargs in catalogue.get(exp).parts(s).items():
             out |= _combos(exp, s, kwargs, key)
     return out
 
@@ -64,7 +64,7 @@ def subset(config: dict, scale: str = "smoke") -> dict[str, list[str]]:
     """One job per combination of each experiment `all` builds, as ``{experiment: [part keys]}``."""
     chosen: dict[str, list[str]] = {}
     for exp in default_experiments(config, scale):
-        e = experiments.get(exp)
+        e = catalogue.get(exp)
         s = settings(config, exp, scale)
         parts = e.parts(s)
         keys = list(parts)
@@ -90,7 +90,7 @@ def targets(config: dict, chosen: dict[str, list[str]], results: str) -> list[st
 
 def declared_mem_mb(config: dict, exp: str, key: str) -> int:
     """The memory the paper-scale job declares (what the smoke job is checked against)."""
-    if experiments.get(exp).trains:
+    if catalogue.get(exp).trains:
         return train_resources(config, exp, key, "paper")["mem_mb"]
     return MEASURE["mem_mb"]
 
@@ -112,7 +112,7 @@ def job_datasets(config: dict, exp: str, key: str) -> set[str]:
     """The datasets a paper-scale job loads (counted whole, train and test): its runs' own, else its
     experiment's."""
     s = settings(config, exp, "paper")
-    names = {run["dataset"] for run in _runs(experiments.get(exp).parts(s)[key]) if "dataset" in run}
+    names = {run["dataset"] for run in _runs(catalogue.get(exp).parts(s)[key]) if "dataset" in run}
     names = names or {s[k] for k in ("dataset",) if k in s} | set(s.get("datasets", []))
     if "train" in s:
         names.add(s["train"]["dataset"])
@@ -134,7 +134,7 @@ def memory_table(config: dict, chosen: dict[str, list[str]], results: str) -> pd
             rows.append(dict(job=f"{exp}/{key}", benchmark=bench, datasets=" ".join(sorted(names)),
                              declared_mem_mb=declared_mem_mb(config, exp, key), data_extra_mb=data_extra_mb(names)))
             s = settings(config, exp, "smoke")
-            for spec, arch, run in experiments.get(exp).trained(s, key):
+            for spec, arch, run in catalogue.get(exp).trained(s, key):
                 rows.append(dict(job=f"{spec}/{arch}-run{run}",
                                  benchmark=paths.benchmark(results, f"trained/{spec}/{arch}-run{run}"),
                                  datasets=s["train"]["dataset"], declared_mem_mb=TRAIN["mem_mb"],
@@ -158,7 +158,7 @@ def cost_table(config: dict, chosen: dict[str, list[str]], results: str) -> pd.D
     One row per (experiment, model, dataset); the GPU's cost table extends it with a device column."""
     rows = []
     for exp, keys in chosen.items():
-        if not experiments.get(exp).trains:
+        if not catalogue.get(exp).trains:
             continue
         s = settings(config, exp, "smoke")
         for key in keys:
@@ -170,7 +170,7 @@ def cost_table(config: dict, chosen: dict[str, list[str]], results: str) -> pd.D
             recipe = s.get("recipes_by_dataset", {}).get(dataset, s["recipe"])
             rows.append(dict(experiment=exp, model=" ".join(sorted({c[1] for c in mine})),
                              dataset=" ".join(sorted({c[2] for c in mine})), batch_size=recipe["batch_size"],
-                             runs=len(_runs(experiments.get(exp).parts(s)[key])), steps=int(steps),
+                             runs=len(_runs(catalogue.get(exp).parts(s)[key])), steps=int(steps),
                              seconds=float(epochs["train_seconds"].sum()), device="cpu", scale="smoke"))
     table = pd.DataFrame(rows)
     table["seconds_per_step"] = table["seconds"] / table["steps"]

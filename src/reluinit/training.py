@@ -1,5 +1,5 @@
-"""Training: one engine (``fit``) for every experiment that trains, and the fully connected nets
-LR trains with their checkpoints.
+"""Training: one engine (``fit``) for every experiment that trains (LR's nets too:
+``experiments.lr_train``).
 
 ``fit`` trains any ``nn.Module`` under a ``Recipe`` (SGD with momentum, weight decay and Nesterov,
 or Adam; step schedules) with the data resident on the device and augmented there (random crop
@@ -25,7 +25,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import datasets, provenance
-from .nets import MLP, parse_arch, resolve_device, sample_mlp
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -413,6 +412,18 @@ def history_table(result: Run, **columns) -> "pd.DataFrame":
                                                           if k != "diverged"}, run_diverged=result.diverged)
 
 
+def run_rows(result: Run, extra: list[dict] | None = None, **columns) -> "pd.DataFrame":
+    """A run's rows: its epochs (``kind == "epoch"``, ``history_table``), then the rows its
+    ``on_epoch`` hook measured and ``extra`` ones, every row with ``columns`` (the run's settings)."""
+    import pandas as pd
+
+    hist = history_table(result, **columns).assign(kind="epoch")
+    measured = pd.DataFrame(result.measures + (extra or []))
+    if len(measured):
+        measured = measured.assign(**columns)
+    return pd.concat([hist, measured], ignore_index=True)
+
+
 def resume_masks(checkpoint: Checkpoint | None) -> dict | None:
     """The masks stored in a run's checkpoint, or None when there is none of this run to resume."""
     state = checkpoint.load() if checkpoint else None
@@ -430,114 +441,3 @@ def _row(epoch, step, lr, train_loss, train_acc, test_loss, test_acc, seconds, d
 
 def _plain(d: dict) -> dict:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in d.items()}
-
-
-# --- fully connected nets of LR (nets.MLP) -----------------------------------------------------------
-
-
-@torch.no_grad()
-def accuracy(net: MLP, x: torch.Tensor, y: torch.Tensor, batch_size: int = 4096) -> float:
-    correct = 0
-    for start in range(0, len(x), batch_size):
-        _, logits = net.forward(x[start:start + batch_size])
-        correct += (logits.argmax(dim=1) == y[start:start + batch_size]).sum().item()
-    return correct / len(x)
-
-
-def snapshot(net: MLP, **info) -> dict:
-    """A checkpoint: plain tensors and numbers, loadable with ``torch.load(weights_only=True)``."""
-    return {"weights": [w.detach().cpu().clone() for w in net.weights],
-            "biases": [b.detach().cpu().clone() for b in net.biases],
-            "activation": net.activation, **info}
-
-
-def restore(state: dict, device: str | torch.device = "cpu") -> MLP:
-    return MLP([w.to(device) for w in state["weights"]], [b.to(device) for b in state["biases"]],
-               activation=state["activation"], readout=True)
-
-
-class _MLPModule(nn.Module):
-    """An ``nn.Module`` view of a ``nets.MLP`` sharing its tensors, so ``fit`` trains it in place."""
-
-    def __init__(self, net: MLP):
-        super().__init__()
-        self.net = net
-        self.weights = nn.ParameterList(nn.Parameter(w) for w in net.weights)
-        self.biases = nn.ParameterList(nn.Parameter(b) for b in net.biases)
-
-    def forward(self, x):
-        return MLP(list(self.weights), list(self.biases), self.net.activation, readout=True).forward(x)[1]
-
-
-def train_adam(net: MLP, train: tuple[torch.Tensor, torch.Tensor], test: tuple[torch.Tensor, torch.Tensor], *,
-               epochs: int, lr: float, batch_size: int, seed: int, checkpoints: list[int],
-               resume: Checkpoint | None = None, max_steps: int | None = None) -> list[dict]:
-    """Train ``net`` in place with Adam on cross-entropy (``fit``); return a snapshot at each epoch in
-    ``checkpoints`` (0 = at initialization), each with its test accuracy and mean train loss. A run
-    that diverges ends with a snapshot marked ``diverged`` at chance accuracy. ``resume``: the run's
-    resumable state (``fit``'s checkpoint). ``max_steps``: the smoke scale's cut (``Recipe.max_steps``)."""
-    module = _MLPModule(net)
-    device = net.weights[0].device
-    train_data = DeviceData(*train, device, dtype=net.weights[0].dtype)
-    test_data = DeviceData(*test, device, dtype=net.weights[0].dtype)
-    n_classes = int(max(train[1].max(), test[1].max())) + 1
-
-    def keep(epoch: int, m: nn.Module) -> list[dict]:
-        return [{"state": snapshot(net)}] if epoch in checkpoints else []
-
-    recipe = Recipe(optimizer="adam", lr=lr, batch_size=batch_size, epochs=epochs, schedule="constant",
-                    precision="fp32", check_every=1, max_steps=max_steps)
-    result = fit(module, train_data, test_data, recipe, seed=seed, on_epoch=keep, n_classes=n_classes,
-                 checkpoint=resume)
-    by_epoch = {r["epoch"]: r for r in result.history}
-    states = [dict(m["state"], epoch=m["epoch"], test_acc=by_epoch[m["epoch"]]["test_acc"],
-                   train_loss=by_epoch[m["epoch"]]["train_loss"], diverged=False) for m in result.measures]
-    if result.diverged:
-        last = result.final
-        states.append(snapshot(net, epoch=last["epoch"], test_acc=last["test_acc"], train_loss=math.nan,
-                               diverged=True))
-    return states
-
-
-def save(states: list[dict], path: str | Path) -> None:
-    """Write LR's checkpoints atomically (``save_checkpoint``)."""
-    save_checkpoint(states, path)
-
-
-def load(path: str | Path) -> list[dict]:
-    return torch.load(path, weights_only=True)
-
-
-def flat(split: datasets.Split, device) -> tuple[torch.Tensor, torch.Tensor]:
-    return split.x.flatten(1).to(device=device, dtype=torch.float64), split.y.to(device)
-
-
-def run_seed(s: dict, arch: str, run: int) -> int:
-    """The seed of run ``run`` of ``arch`` in training spec ``s`` (recorded in its checkpoints)."""
-    from .experiments import part_seed
-
-    return part_seed(s["seed"], s["architectures"].index(arch) * 10_000 + run)
-
-
-def train_classifier(s: dict, arch: str, seed: int, device: str = "auto", resume: str | Path | None = None,
-                     run: int | None = None) -> list[dict]:
-    """Sample a ReLU net of architecture ``arch`` under training spec ``s`` and train it on
-    ``s["dataset"]`` (the quick scale's stand-in where it has one); return its checkpoints, each
-    with the run's fingerprint. ``resume``: where the run keeps its resumable state; it resumes
-    only a run of the same fingerprint (spec settings, architecture, run and seed)."""
-    device = resolve_device(device)
-    train = datasets.load(s["dataset"], s["data_dir"], train=True, scale=s["scale"])
-    test = datasets.load(s["dataset"], s["data_dir"], train=False, scale=s["scale"])
-    x, y = flat(train, device)
-    log.info("training %s on %s (%d images) with seed %d on %s", arch, train.name, len(x), seed, device)
-    net = sample_mlp([x.shape[1], *parse_arch(arch), train.n_classes], s["init"], readout=True,
-                     bias_std=s["bias_std"], seed=seed, device=device, dtype=torch.float64)
-    # The runs and architectures listed beside this one do not change it (its seed is recorded).
-    fingerprint = provenance.settings_fingerprint(s, exclude=("architectures", "runs"), arch=arch, run=run,
-                                                  seed=seed)
-    states = train_adam(net, (x, y), flat(test, device), epochs=s["epochs"], lr=s["lr"],
-                        batch_size=s["batch_size"], seed=seed, checkpoints=s["checkpoints"],
-                        resume=Checkpoint(resume, fingerprint) if resume else None, max_steps=s.get("max_steps"))
-    for st in states:
-        st.update(arch=arch, seed=seed, dataset=train.name, fingerprint=fingerprint)
-    return states

@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import torch
 
 from .nets import ACTIVATIONS, MLP
@@ -290,3 +291,13 @@ def module_lengths(blocks, path, n_pieces: int, in_shape: tuple[int, ...], chunk
             z = z.flatten(1).double()
             lengths[d] += (z[1:] - z[:-1]).norm(dim=1).sum().item()
     return lengths
+
+
+def path_rows(net, path, n_pieces: int, /, counts: bool = True, pre: bool = True, **labels) -> pd.DataFrame:
+    """One row per layer (0 = input) of what ``trajectories.measure`` sums along ``path``; without
+    ``counts`` no transitions or patterns (-1), without ``pre`` no pre-activation lengths (NaN)."""
+    counts = counts and net.activation != "tanh"
+    st = measure(net, path, n_pieces, transitions=counts, patterns=counts, pre=pre)
+    return pd.DataFrame({"layer": np.arange(len(st.length)), "length": st.length, "length_pre": st.length_pre,
+                         "growth": st.growth, "transitions": st.transitions, "patterns": st.patterns}).assign(
+        n_pieces=n_pieces, dtype=str(net.weights[0].dtype).removeprefix("torch."), **labels)

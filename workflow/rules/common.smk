@@ -21,7 +21,7 @@ from reluinit import workflow_env  # noqa: E402
 
 workflow_env.export(_SRC)
 
-from reluinit import claims, experiments, paths, plan, provenance, reports, smoke  # noqa: E402
+from reluinit import catalogue, claims, paths, plan, provenance, reports, smoke  # noqa: E402
 from reluinit.config import explain, settings, training_settings  # noqa: E402
 
 try:
@@ -36,11 +36,11 @@ SCALE = config["scale"]
 RESULTS = paths.scale_root(config["results"], SCALE)
 DATA = config["data_dir"]
 EXPERIMENTS = list(config["experiments"])
-PAPERS = sorted({experiments.paper_of(e) for e in EXPERIMENTS})
+PAPERS = sorted({catalogue.paper_of(e) for e in EXPERIMENTS})
 # Experiments that train run as `train_part` jobs (GPU, long); views plot another's table;
 # optional ones (RP-T8, ImageNet) are configured but left out of `all`.
-TRAINING = [e for e in EXPERIMENTS if experiments.get(e).trains and not experiments.get(e).source]
-SOURCES = {e: experiments.get(e).source for e in EXPERIMENTS if experiments.get(e).source}
+TRAINING = [e for e in EXPERIMENTS if catalogue.get(e).trains and not catalogue.get(e).source]
+SOURCES = {e: catalogue.get(e).source for e in EXPERIMENTS if catalogue.get(e).source}
 for _view, _source in SOURCES.items():
     if _source not in EXPERIMENTS:
         raise WorkflowError(f"{_view} plots the runs of {_source}: configure {_source} too")
@@ -60,7 +60,7 @@ def measure_inputs(w):
     """Files a measurement job reads: checkpoints of the trained nets it measures, and the
     fetch record of the dataset it draws inputs from (none at the quick scale)."""
     s = exp_settings(w.exp)
-    trained = [paths.trained(RESULTS, *t) for t in experiments.get(w.exp).trained(s, w.part)]
+    trained = [paths.trained(RESULTS, *t) for t in catalogue.get(w.exp).trained(s, w.part)]
     names = ([s["dataset"]] if "dataset" in s else []) + s.get("datasets", [])
     return trained + [f for name in names for f in dataset_input(name)]
 
@@ -71,13 +71,13 @@ def measure_inputs(w):
 
 @functools.cache
 def measure_code(exp):
-    return provenance.code_fingerprint(experiments.get(exp).measure)
+    return provenance.code_fingerprint(catalogue.get(exp).measure)
 
 
 def figure_code(exp):
     from reluinit import plotting
 
-    e = experiments.get(exp)
+    e = catalogue.get(exp)
     return provenance.code_fingerprint(e.figure, e.summary, plotting.save)
 
 
@@ -91,7 +91,7 @@ def notebook_code():
 
 
 def part_keys(exp):
-    return list(experiments.get(exp).parts(exp_settings(exp)))
+    return list(catalogue.get(exp).parts(exp_settings(exp)))
 
 
 def table_parts(exp):
@@ -127,7 +127,7 @@ def checkpoint_dir(w):
 
 
 def paper_title(paper):
-    return f"{paper}: {reports.PAPERS[paper]}"
+    return f"{paper}: {catalogue.PAPERS[paper]}"
 
 
 def figure_files(exp):
@@ -181,7 +181,7 @@ def report_files(paper):
 def paper_inputs(paper):
     """Tables and figures of the experiments of ``paper`` built by default (not the optional
     ones, such as RP-T8 on ImageNet): what its notebook reads."""
-    exps = [e for e in DEFAULT if experiments.paper_of(e) == paper]
+    exps = [e for e in DEFAULT if catalogue.paper_of(e) == paper]
     return {
         "tables": [paths.table(RESULTS, e) for e in exps],
         "figures": [f for e in exps for f in figure_files(e)],

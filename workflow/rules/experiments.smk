@@ -81,7 +81,7 @@ rule train_part:
 for _exp in EXPERIMENTS:
 
     rule:
-        f"""{_exp}'s table from its parts, and its figure ({experiments.paper_of(_exp)}, CATALOGUE.md)."""
+        f"""{_exp}'s table from its parts, and its figure ({catalogue.paper_of(_exp)}, CATALOGUE.md)."""
         name:
             f"figure_{_exp.lower().replace('-', '_')}"
         input:
@@ -92,14 +92,14 @@ for _exp in EXPERIMENTS:
             png=report(
                 figure_files(_exp)[1],
                 caption="../report/figure.rst",
-                category=experiments.paper_of(_exp),
+                category=catalogue.paper_of(_exp),
                 subcategory=_exp,
                 labels={"figure": _exp},
             ),
             built=paths.built(RESULTS, _exp),
         params:
             exp=_exp,
-            paper=paper_title(experiments.paper_of(_exp)),
+            paper=paper_title(catalogue.paper_of(_exp)),
             settings=exp_settings(SOURCES.get(_exp, _exp)),
             scale=SCALE,
             code=figure_code(_exp),  # the plotting code it runs: edits rerun this figure only
@@ -107,6 +107,11 @@ for _exp in EXPERIMENTS:
             # read back at report time (not this invocation's config; derived from an output, so
             # never a reason to rerun).
             built=lambda w, output: reports.built_with(output.built),
+            computes=catalogue.code_names(SOURCES.get(_exp, _exp))["measure"],
+            plots=catalogue.code_names(_exp)["figure"],
+        message:
+            "{params.exp}: table from its parts and figure -> {output.png}; rows computed by {params.computes}, "
+            "plotted by {params.plots}"
         log:
             log_file(f"figures/{_exp}"),
         benchmark:

@@ -6,10 +6,10 @@ import json
 
 import pandas as pd
 
-from reluinit import experiments, jobs, plotting
+from reluinit import catalogue, jobs, plotting
 
 log = jobs.start(snakemake.log[0])  # noqa: F821 - injected by Snakemake
-exp = experiments.get(snakemake.params.exp)  # noqa: F821
+exp = catalogue.get(snakemake.params.exp)  # noqa: F821
 table = pd.concat([pd.read_csv(p) for p in snakemake.input], ignore_index=True)  # noqa: F821
 if exp.source:  # a view of another experiment's runs: its own id on its rows
     table["experiment"] = exp.id

@@ -4,13 +4,13 @@ HTML page for the report, with verdict counts per paper in the log."""
 
 import pandas as pd
 
-from reluinit import claims, experiments, jobs, reports
+from reluinit import catalogue, claims, jobs, reports
 
 log = jobs.start(snakemake.log[0])  # noqa: F821 - injected by Snakemake
 scale = snakemake.params.scale  # noqa: F821
 if snakemake.rule == "claims":  # noqa: F821
     paper = snakemake.wildcards.paper  # noqa: F821
-    mine = [c for c in claims.load(snakemake.input.claims) if experiments.paper_of(c.table) == paper]  # noqa: F821
+    mine = [c for c in claims.load(snakemake.input.claims) if catalogue.paper_of(c.table) == paper]  # noqa: F821
     card = claims.scorecard(mine, snakemake.params.results, scale)  # noqa: F821
     jobs.write_table(card, snakemake.output[0])  # noqa: F821
 else:
@@ -19,5 +19,5 @@ else:
     order = {c.id: i for i, c in enumerate(listed)}
     card = card.sort_values("claim", key=lambda ids: ids.map(order), ignore_index=True)  # claims.yaml's order
     jobs.write_table(card, snakemake.output.csv)  # noqa: F821
-    claims.write_html(card, snakemake.output.html, scale, listed, reports.PAPERS)  # noqa: F821
+    claims.write_html(card, snakemake.output.html, scale, listed, catalogue.PAPERS)  # noqa: F821
 log.info("claims at the %s scale:\n%s", scale, claims.summary(card).to_string())

@@ -1,11 +1,12 @@
 """Train one net of a training spec and save its checkpoints."""
 
-from reluinit import jobs, training
+from reluinit import jobs
+from reluinit.experiments import lr_train
 
 log = jobs.start(snakemake.log[0], snakemake.threads)  # noqa: F821 - injected by Snakemake
 s, w = snakemake.params.settings, snakemake.wildcards  # noqa: F821
-seed = training.run_seed(s, w.arch, int(w.run))
+seed = lr_train.run_seed(s, w.arch, int(w.run))
 log.info("%s %s run %s: %s", w.spec, w.arch, w.run, s)
-states = training.train_classifier(s, w.arch, seed, snakemake.params.device,  # noqa: F821
+states = lr_train.train_classifier(s, w.arch, seed, snakemake.params.device,  # noqa: F821
                                    resume=snakemake.params.checkpoint, run=int(w.run))  # noqa: F821
-training.save(states, snakemake.output[0])  # noqa: F821
+lr_train.save(states, snakemake.output[0])  # noqa: F821

@@ -1,81 +1,28 @@
-"""Registry of catalogue experiments: how each is split into jobs, measured, plotted, summarised.
-
-An experiment turns its settings (one scale's block of ``config.yaml``) into tidy tables and
-figures. The workflow is generic over this interface, so adding an experiment means writing
-these four functions, registering them here, and adding a config block and a rule line:
+"""The catalogue's experiments: one module per paper (and one per paper's trained nets), each a set of
+plain functions that ``reluinit.catalogue`` names. This package only wires the library: an
+experiment turns its settings (one scale's block of ``config.yaml``) into tidy tables and figures
+through four functions (README, "Adding an experiment"):
 
 * ``parts(settings) -> {key: kwargs}``: independent jobs (one Snakemake job each),
 * ``measure(settings, key, device, inputs) -> DataFrame``: one job's rows, one row per
   measurement; ``inputs`` are the files ``trained(settings, key)`` names, in that order,
-* ``trained(settings, key) -> [(spec, arch, run)]`` (optional): the trained nets a job reads,
 * ``figure(table, settings) -> Figure``: the catalogue figure from the combined table,
-* ``summary(table) -> DataFrame``: the numbers a reader compares with the paper.
+* ``summary(table) -> DataFrame``: the numbers a reader compares with the paper,
 
-Experiments that train (``trains=True``) run as the workflow's training jobs (GPU, long runtimes;
-rule ``train_part``): their ``measure`` also gets ``checkpoints``, a folder where each training
-run keeps its resumable checkpoint, and their parts usually group several runs (``group_runs``).
-An experiment with a ``source`` plots another experiment's table (one set of training runs, several
-figures): it has no jobs of its own.
+and optionally ``trained(settings, key) -> [(spec, arch, run)]``, the trained nets a job reads.
+Experiments that train run as the workflow's training jobs (GPU, long runtimes; rule
+``train_part``): their ``measure`` also gets ``checkpoints``, a folder where each training run keeps
+its resumable checkpoint, and ``training_jobs`` writes their ``parts`` and ``measure``.
+
+Nothing outside this package imports from it; ``reluinit.catalogue`` finds the functions by name.
+This module holds what the experiments share: seeds per job, runs, their grouping into jobs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+from ..sampling import part_seed
 
-import numpy as np
-import pandas as pd
-
-PAPERS = {
-    "TG": "Trajectory growth lower bounds for random sparse deep ReLU networks",
-    "EP": "On the expressive power of deep neural networks",
-    "OP": "The benefits of over-parameterization at initialization in deep ReLU networks",
-    "LR": "Complexity of linear regions in deep networks",
-    "RP": "Robust pruning at initialization",
-    "X": "Across the papers (ours)",
-}
-
-
-@dataclass(frozen=True)
-class Experiment:
-    id: str
-    parts: Callable[[dict], dict[str, dict]]
-    measure: Callable[..., pd.DataFrame]
-    figure: Callable[[pd.DataFrame, dict], object]
-    summary: Callable[[pd.DataFrame], pd.DataFrame]
-    trained: Callable[[dict, str], list[tuple[str, str, int]]] = lambda settings, key: []
-    trains: bool = False
-    source: str | None = None
-
-    @property
-    def paper(self) -> str:
-        return paper_of(self.id)
-
-
-REGISTRY: dict[str, Experiment] = {}
-
-
-def register(exp: Experiment) -> Experiment:
-    REGISTRY[exp.id] = exp
-    return exp
-
-
-def get(exp_id: str) -> Experiment:
-    _load(paper_of(exp_id))
-    try:
-        return REGISTRY[exp_id]
-    except KeyError:
-        raise KeyError(f"no experiment {exp_id!r}; known: {sorted(REGISTRY)}") from None
-
-
-def paper_of(exp_id: str) -> str:
-    """``"OP-F1" -> "OP"``."""
-    return exp_id.split("-", 1)[0]
-
-
-def part_seed(base: int, index: int) -> int:
-    """A seed for job ``index`` of an experiment, independent of the others' streams."""
-    return int(np.random.SeedSequence([base, index]).generate_state(1)[0] & 0x7FFFFFFF)
+__all__ = ["part_seed", "resolve_part", "product_runs", "run_checkpoint", "group_runs", "training_jobs"]
 
 
 def resolve_part(parts: dict[str, dict], base_seed: int, key: str) -> tuple[dict, int]:
@@ -120,20 +67,32 @@ def group_runs(runs: dict[str, dict], per_job: int) -> dict[str, dict]:
     return {f"group{i}": {"runs": {k: runs[k] for k in chunk}} for i, chunk in enumerate(chunks)}
 
 
-def _load(paper: str) -> None:
-    """Import the modules of ``paper`` (importing a module registers its experiments); only
-    those, so a job pays for the imports of its own paper alone. Unknown papers load all."""
-    import importlib
+def training_jobs(runs_of, run_one, *, load=None, settings_of=None):
+    """``parts`` and ``measure`` of an experiment that trains: its runs are ``runs_of(settings)``,
+    grouped ``runs_per_job`` to a job (``group_runs``); a job trains its runs in order, each by
+    ``run_one(settings, run, data, device, checkpoint) -> rows``, and returns their rows together.
 
-    for module in MODULES.get(paper, sorted({m for ms in MODULES.values() for m in ms})):
-        importlib.import_module(f"{__name__}.{module}")
+    ``settings_of(settings, run)``: a run's own settings where they differ by run (RP-T2: the
+    recipe of its dataset); ``load(settings, device)``: what the runs train on, loaded once per job
+    and dataset (default: ``training.load_data``, the train and test splits on the device)."""
+    import pandas as pd
 
+    from ..nets import resolve_device
+    from ..training import load_data
 
-def _load_all() -> None:
-    for paper in MODULES:
-        _load(paper)
+    load = load or load_data
 
+    def parts(s: dict) -> dict[str, dict]:
+        return group_runs(runs_of(s), s.get("runs_per_job", 1))
 
-# The modules that register each paper's experiments.
-MODULES = {"TG": ["tg", "tg_train"], "EP": ["ep", "ep_train"], "OP": ["op"], "LR": ["lr"], "RP": ["rp", "rp_train"],
-           "X": ["x"]}
+    def measure(s: dict, key: str, device: str = "auto", inputs=(), checkpoints: str | None = None) -> pd.DataFrame:
+        dev = resolve_device(device)
+        loaded, out = {}, []
+        for run_key, run in parts(s)[key]["runs"].items():
+            rs = settings_of(s, run) if settings_of else s
+            if rs.get("dataset") not in loaded:
+                loaded[rs.get("dataset")] = load(rs, dev)
+            out.append(run_one(rs, run, loaded[rs.get("dataset")], dev, run_checkpoint(checkpoints, run_key, rs, run)))
+        return pd.concat(out, ignore_index=True)
+
+    return parts, measure

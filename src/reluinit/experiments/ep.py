@@ -5,7 +5,7 @@ when sweeping a layer's weights (EP-F14, F15, F16).
 EP's nets: weights N(0, sigma_w^2 / k), biases N(0, sigma_b^2), the arc
 ``x(t) = cos(pi t / 2) x0 + sin(pi t / 2) x1`` between two points (EP-F2, F5, F12, F13; EP-F3
 draws the closed circle through their plane), MNIST test images by 0-based index or random
-vectors, normalised to unit root-mean-square coordinate (``tg.normalise``). A depth-d net is the
+vectors, normalised to unit root-mean-square coordinate (``points.normalise``). A depth-d net is the
 first d layers of one deeper sampled net, so one net gives every depth. Transitions are counted
 between consecutive points of the discretised path: ``transitions`` those of layer d's neurons,
 EP's T^(d) (the output neurons of the depth-d net, what its figures plot), ``transitions_total``
@@ -26,11 +26,12 @@ from ..dichotomies import random_walk, sweep
 from ..nets import resolve_device
 from ..sampling import random_net
 from ..theory import ep_hardtanh_growth_bounds
-from ..trajectories import make_path
-from . import Experiment, part_seed, register, resolve_part
-from .lr import net_parts, plane_figure, plane_measure, plane_summary
-from .tg import (DTYPE, dataset_name, endpoints, normalise, path_rows, projection_figure, projection_measure,
-                 projection_parts, projection_summary)
+from ..points import DTYPE, dataset_name, endpoints, normalise
+from ..trajectories import make_path, path_rows
+from . import part_seed, resolve_part
+# EP-F1 and EP-F3 are LR-F1's and TG-F1's measurements, plotted EP's way: the catalogue names these here.
+from .lr import net_parts, plane_figure, plane_measure, plane_summary  # noqa: F401
+from .tg import projection_figure, projection_measure, projection_parts, projection_summary  # noqa: F401
 
 log = logging.getLogger(__name__)
 
@@ -75,14 +76,10 @@ def grid_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataF
                       for i, s2 in enumerate(s["sigma_w2"]) for j, k in enumerate(s["widths"])], ignore_index=True)
 
 
-def _hue(table: pd.DataFrame, col: str, name: str) -> pd.DataFrame:
-    return table.assign(**{name: table[col].map(lambda v: f"{v:g}")})
-
-
 def f2_figure(table: pd.DataFrame, s: dict):
     acts = list(dict.fromkeys(table["activation"]))
     fig, axes = plotting.panels(2 * len(acts), width=3.8, height=3.4)
-    data = _hue(table[table["layer"] > 0], "sigma_w2", "$\\sigma_w^2$")
+    data = plotting.as_labels(table[table["layer"] > 0], "sigma_w2", "$\\sigma_w^2$")
     wide, deep = max(s["widths"]), s["depth"]
     for i, act in enumerate(acts):
         g = data[data["activation"] == act]
@@ -137,7 +134,7 @@ def f5_summary(table: pd.DataFrame) -> pd.DataFrame:
 def f12_figure(table: pd.DataFrame, s: dict):
     widths = sorted(table["width"].unique())
     fig, axes = plotting.panels(len(widths), width=3.6, integer_x=True)
-    data = _hue(table, "sigma_w2", "$\\sigma_w^2$")
+    data = plotting.as_labels(table, "sigma_w2", "$\\sigma_w^2$")
     for ax, k in zip(axes, widths):
         sns.lineplot(data=data[data["width"] == k], x="layer", y="length", hue="$\\sigma_w^2$", palette="viridis",
                      errorbar="se", ax=ax, legend=ax is axes[-1])
@@ -180,10 +177,10 @@ def f13_figure(table: pd.DataFrame, s: dict):
     fig, axes = plotting.panels(4, width=3.8, height=3.4)
     by_k = table[table["sweep"] == "by-width"]
     by_s = table[table["sweep"] == "by-sigma"]
-    sns.lineplot(data=_hue(by_k, "width", "k"), x="layer", y="length", hue="k", palette="viridis", errorbar="se",
+    sns.lineplot(data=plotting.as_labels(by_k, "width", "k"), x="layer", y="length", hue="k", palette="viridis", errorbar="se",
                  ax=axes[0])
     axes[0].set(yscale="log", title=f"(a) $\\sigma_w^2$ = {s['sigma_w2_fixed']:g}", ylabel="trajectory length")
-    sns.lineplot(data=_hue(by_s, "sigma_w2", "$\\sigma_w^2$"), x="layer", y="length", hue="$\\sigma_w^2$",
+    sns.lineplot(data=plotting.as_labels(by_s, "sigma_w2", "$\\sigma_w^2$"), x="layer", y="length", hue="$\\sigma_w^2$",
                  palette="viridis", errorbar="se", ax=axes[1])
     axes[1].set(yscale="log", title=f"(b) k = {s['width_fixed']}", ylabel="trajectory length")
     for ax, data, x, title in ((axes[2], by_k, "width", f"(c) $\\sigma_w^2$ = {s['sigma_w2_fixed']:g}"),
@@ -256,9 +253,9 @@ def f14_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFr
 
 def f14_figure(table: pd.DataFrame, s: dict):
     fig, axes = plotting.panels(2, width=4.6)
-    sns.lineplot(data=_hue(table, "width", "width"), x="depth", y="dichotomies", hue="width", palette="viridis",
+    sns.lineplot(data=plotting.as_labels(table, "width", "width"), x="depth", y="dichotomies", hue="width", palette="viridis",
                  marker="o", errorbar="se", ax=axes[0])
-    sns.lineplot(data=_hue(table, "depth", "depth"), x="width", y="dichotomies", hue="depth", palette="viridis",
+    sns.lineplot(data=plotting.as_labels(table, "depth", "depth"), x="width", y="dichotomies", hue="depth", palette="viridis",
                  marker="o", errorbar="se", ax=axes[1])
     for ax in axes:
         ax.axhline(2 ** s["n_inputs"], color="C0", ls="--", lw=1)
@@ -280,7 +277,7 @@ def f15_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFr
 
 def f15_figure(table: pd.DataFrame, s: dict):
     fig, axes = plotting.panels(1, width=5.2, height=3.8, integer_x=True)
-    data = _hue(table, "depth", "net depth")
+    data = plotting.as_labels(table, "depth", "net depth")
     sns.lineplot(data=data, x="remaining_depth", y="dichotomies", hue="net depth", palette="viridis",
                  errorbar="se", ax=axes[0])
     axes[0].axhline(2 ** s["n_inputs"], color="C0", ls="--", lw=1, label=f"$2^{{{s['n_inputs']}}}$")
@@ -323,14 +320,3 @@ def f16_summary(table: pd.DataFrame) -> pd.DataFrame:
 def f3_figure(table: pd.DataFrame, s: dict):
     return projection_figure(table, f"EP-F3: a circle through a {s['activation']} net, width {s['width']}, "
                                     f"$\\sigma_w^2$ = {s['sigma_w2']:g}, after each layer (top two principal directions)")
-
-
-register(Experiment("EP-F1", net_parts, plane_measure, f1_figure, plane_summary))
-register(Experiment("EP-F2", grid_parts, grid_measure, f2_figure, transitions_summary))
-register(Experiment("EP-F3", projection_parts, projection_measure, f3_figure, projection_summary))
-register(Experiment("EP-F5", grid_parts, grid_measure, f5_figure, f5_summary))
-register(Experiment("EP-F12", grid_parts, grid_measure, f12_figure, length_summary))
-register(Experiment("EP-F13", f13_parts, f13_measure, f13_figure, f13_summary))
-register(Experiment("EP-F14", dichotomy_parts, f14_measure, f14_figure, dichotomy_summary))
-register(Experiment("EP-F15", dichotomy_parts, f15_measure, f15_figure, dichotomy_summary))
-register(Experiment("EP-F16", dichotomy_parts, f16_measure, f16_figure, f16_summary))

@@ -11,10 +11,10 @@ import pandas as pd
 import seaborn as sns
 import torch
 
-from .. import datasets, plotting, training
+from .. import datasets, plotting
 from ..nets import resolve_device, sample_mlp
 from ..regions import boundary_distance, plane_regions, sawtooth, split_lines
-from . import Experiment, part_seed, register, resolve_part
+from . import lr_train, part_seed, resolve_part
 
 log = logging.getLogger(__name__)
 
@@ -142,10 +142,6 @@ def f4_summary(table: pd.DataFrame) -> pd.DataFrame:
     return table.drop_duplicates("net")[["net", "pieces", "regions", "neurons"]]
 
 
-register(Experiment("LR-F1", net_parts, plane_measure, f1_figure, plane_summary))
-register(Experiment("LR-F2", net_parts, plane_measure, f2_figure, plane_summary))
-register(Experiment("LR-F3", f3_parts, f3_measure, f3_figure, f3_summary))
-register(Experiment("LR-F4", net_parts, f4_measure, f4_figure, f4_summary))
 
 
 # --- trained nets: LR-F5 to LR-F8 -----------------------------------------------------------
@@ -176,7 +172,7 @@ def trained_inputs(s: dict, key: str) -> list[tuple[str, str, int]]:
 def _checkpoints(s: dict, key: str, inputs):
     """(part kwargs, checkpoints, training data) of one job."""
     p = trained_parts(s)[key]
-    states = training.load(inputs[0])
+    states = lr_train.load(inputs[0])
     t = s["train"]
     data = datasets.load(t["dataset"], t["data_dir"], train=True, scale=t["scale"])
     return p, states, data
@@ -207,7 +203,7 @@ def f5_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFra
     x = data.x[examples].flatten(1).double()
     frames = []
     for state in states:
-        net = training.restore(state, resolve_device(device))
+        net = lr_train.restore(state, resolve_device(device))
         split = split_lines(net, torch.zeros_like(x), x, -math.inf, math.inf)
         frames.append(_rows(p, state, net, line=np.arange(len(x)), example=examples.numpy(),
                             regions=split.regions().cpu().numpy()).assign(line_seed=line_seed))
@@ -238,7 +234,7 @@ def f6_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFra
     points = x.mean(0) + x.std(0) * torch.randn(s["n_points"], x.shape[1], generator=gen, dtype=torch.float64)
     frames = []
     for state in states:
-        net = training.restore(state, resolve_device(device))
+        net = lr_train.restore(state, resolve_device(device))
         dist, _, _ = boundary_distance(net, points)
         frames.append(_rows(p, state, net, point=np.arange(len(points)), distance=dist.cpu().numpy()))
     return pd.concat(frames, ignore_index=True)
@@ -314,7 +310,7 @@ def f8_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFra
     marks = {f"digit{d}_{axis}": corners[d, i] for d in range(3) for i, axis in enumerate("uv")}
     frames = []
     for state in states:
-        net = training.restore(state)
+        net = lr_train.restore(state)
         polygons = plane_regions(net, centre, e1, e2, half)[-1]
         rows = [(i, j, u, v, poly.area, poly.bounded) for i, poly in enumerate(polygons)
                 for j, (u, v) in enumerate(poly.vertices)]
@@ -346,10 +342,3 @@ def f8_summary(table: pd.DataFrame) -> pd.DataFrame:
     g = table.drop_duplicates(["arch", "run", "epoch"])
     return g.groupby(["arch", "neurons", "epoch"])["n_regions"].mean().reset_index().assign(
         regions_over_neurons_squared=lambda d: d["n_regions"] / d["neurons"] ** 2)
-
-
-for _id, _measure, _figure, _summary in [("LR-F5", f5_measure, f5_figure, f5_summary),
-                                         ("LR-F6", f6_measure, f6_figure, f6_summary),
-                                         ("LR-F7", f6_measure, f7_figure, f7_summary),
-                                         ("LR-F8", f8_measure, f8_figure, f8_summary)]:
-    register(Experiment(_id, trained_parts, _measure, _figure, _summary, trained=trained_inputs))

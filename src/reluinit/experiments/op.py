@@ -18,7 +18,7 @@ import torch
 from .. import plotting, theory
 from ..nets import resolve_device, sample_mlp
 from ..norms import distortion, norm_ratios
-from . import Experiment, part_seed, register, resolve_part
+from . import part_seed, resolve_part
 
 log = logging.getLogger(__name__)
 
@@ -172,8 +172,3 @@ def f3_summary(table: pd.DataFrame) -> pd.DataFrame:
     per_layer = table.groupby(["variation", "layer"])["grad_ratio"].agg(["mean", "std"]).reset_index()
     return per_layer.groupby("variation").agg(
         mean_abs_dev=("mean", lambda m: (m - 1).abs().mean()), mean_std=("std", "mean")).reset_index()
-
-
-register(Experiment("OP-F1", f1_parts, f1_measure, f1_figure, f1_summary))
-register(Experiment("OP-F2", f2_parts, f2_measure, f2_figure, f2_summary))
-register(Experiment("OP-F3", f3_parts, f3_measure, f3_figure, f3_summary))

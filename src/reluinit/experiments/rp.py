@@ -34,7 +34,7 @@ from ..nets import resolve_device
 from ..pruning import (apply_masks, chi_empirical, critical_sparsity, layer_table, magnitude_scores,
                        masks_from_scores, rescale, row_shuffled, snip_scores)
 from ..theory import rp_mbp_bound, rp_theorem1_bound
-from . import Experiment, part_seed, register, resolve_part
+from . import part_seed, resolve_part
 
 log = logging.getLogger(__name__)
 
@@ -280,15 +280,11 @@ def _f2_figure(pruned: bool):
     return figure
 
 
+f2_figure, f4_figure = _f2_figure(False), _f2_figure(True)
+
+
 def f2_summary(table: pd.DataFrame) -> pd.DataFrame:
     """Per model: spread of the kept share over layers (Stable ResNet: more uniform)."""
     return table.groupby("model", as_index=False).agg(
         min_kept_percent=("kept_percent", "min"), max_kept_percent=("kept_percent", "max"),
         sd_kept_percent=("kept_percent", "std"), layers_emptied=("collapsed", "sum"))
-
-
-register(Experiment("RP-F1", f1_parts, f1_measure, f1_figure, f1_summary))
-register(Experiment("RP-Th1", th1_parts, th1_measure, th1_figure, th1_summary))
-register(Experiment("RP-T7", t7_parts, t7_measure, t7_figure, t7_summary))
-register(Experiment("RP-F2", f2_parts, f2_measure, _f2_figure(False), f2_summary))
-register(Experiment("RP-F4", f2_parts, f2_measure, _f2_figure(True), f2_summary))

@@ -25,10 +25,9 @@ from torch import nn
 from .. import datasets, plotting
 from ..meanfield import eoc_sigma_w
 from ..models import build, initialize
-from ..nets import resolve_device
 from ..pruning import apply_masks, layer_table, prune, rescale, sparsity
 from ..training import Checkpoint, Recipe, fit, history_table, load_data, resume_masks
-from . import Experiment, group_runs, product_runs, register, run_checkpoint
+from . import product_runs, training_jobs
 
 log = logging.getLogger(__name__)
 
@@ -123,26 +122,23 @@ def _runs(s: dict, axes: dict[str, list]) -> dict[str, dict]:
     return runs
 
 
+def _run_settings(s: dict, run: dict) -> dict:
+    """A run's settings: its dataset's, and its dataset's recipe where the settings give one (RP-T2:
+    160 epochs on CIFAR-10, 250 on CIFAR-100)."""
+    settings = {**s, "dataset": run["dataset"]}
+    if run["dataset"] in s.get("recipes_by_dataset", {}):
+        settings["recipe"] = s["recipes_by_dataset"][run["dataset"]]
+    return settings
+
+
+def _load(s: dict, device):
+    """CIFAR normalised with the authors' constants (``fixed_stats``)."""
+    return load_data(s, device, channels_last=s["recipe"].get("channels_last", False), fixed_stats=True)
+
+
 def run_table(axes_of):
     """``parts`` and ``measure`` of an experiment whose runs are the product of ``axes_of(s)``."""
-    def parts(s: dict) -> dict[str, dict]:
-        return group_runs(_runs(s, axes_of(s)), s.get("runs_per_job", 1))
-
-    def measure(s: dict, key: str, device: str = "auto", inputs=(), checkpoints: str | None = None) -> pd.DataFrame:
-        dev = resolve_device(device)
-        loaded, out = {}, []
-        for run_key, run in parts(s)[key]["runs"].items():
-            ds = run["dataset"]
-            settings = {**s, "dataset": ds}
-            if ds in s.get("recipes_by_dataset", {}):  # RP-T2: 160 epochs on CIFAR-10, 250 on CIFAR-100
-                settings["recipe"] = s["recipes_by_dataset"][ds]
-            if ds not in loaded:
-                loaded[ds] = load_data(settings, dev, channels_last=settings["recipe"].get("channels_last", False),
-                                       fixed_stats=True)  # CIFAR with the authors' constants
-            out.append(train_pruned(settings, run, loaded[ds], dev, run_checkpoint(checkpoints, run_key, settings, run)))
-        return pd.concat(out, ignore_index=True)
-
-    return parts, measure
+    return training_jobs(lambda s: _runs(s, axes_of(s)), train_pruned, load=_load, settings_of=_run_settings)
 
 
 def _final(table: pd.DataFrame) -> pd.DataFrame:
@@ -150,7 +146,7 @@ def _final(table: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values("epoch").groupby("run", as_index=False).last()
 
 
-def accuracy_summary(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+def _accuracy_by(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Mean and sd over repetitions of the best-epoch and final test accuracy (in %)."""
     return _final(table).groupby(by, as_index=False).agg(
         runs=("run", "count"), best_acc=("best_test_acc", lambda a: 100 * a.mean()),
@@ -188,7 +184,7 @@ def heat_figure(table: pd.DataFrame, s: dict):
 
 
 def heat_summary(table: pd.DataFrame) -> pd.DataFrame:
-    return accuracy_summary(table, ["activation", "setup", "depth", "sparsity"])
+    return _accuracy_by(table, ["activation", "setup", "depth", "sparsity"])
 
 
 # --- RP-T1/T2/T3/T5/T8/T9: methods x sparsities x models (x datasets, activations) --------------------
@@ -203,10 +199,10 @@ def _table_axes(s: dict) -> dict[str, list]:
     return axes
 
 
-table_parts, table_measure = run_table(_table_axes)
+accuracy_parts, accuracy_measure = run_table(_table_axes)
 
 
-def table_figure(table: pd.DataFrame, s: dict):
+def accuracy_figure(table: pd.DataFrame, s: dict):
     final = _final(table)
     facets = [c for c in ("dataset", "activation") if final[c].nunique() > 1]
     final = final.assign(facet=final[facets].astype(str).agg(" ".join, axis=1) if facets else "",
@@ -226,8 +222,8 @@ def table_figure(table: pd.DataFrame, s: dict):
     return fig
 
 
-def table_summary(table: pd.DataFrame) -> pd.DataFrame:
-    return accuracy_summary(table, ["dataset", "activation", "model", "method", "sparsity"])
+def accuracy_summary(table: pd.DataFrame) -> pd.DataFrame:
+    return _accuracy_by(table, ["dataset", "activation", "model", "method", "sparsity"])
 
 
 # --- RP-T4: vanilla CNN on MNIST, three set-ups ---------------------------------------------------------
@@ -247,11 +243,4 @@ def t4_figure(table: pd.DataFrame, s: dict):
 
 
 def t4_summary(table: pd.DataFrame) -> pd.DataFrame:
-    return accuracy_summary(table, ["setup", "depth", "sparsity"])
-
-
-for _id in ("RP-F3", "RP-F5"):
-    register(Experiment(_id, heat_parts, heat_measure, heat_figure, heat_summary, trains=True))
-for _id in ("RP-T1", "RP-T2", "RP-T3", "RP-T5", "RP-T8", "RP-T9"):
-    register(Experiment(_id, table_parts, table_measure, table_figure, table_summary, trains=True))
-register(Experiment("RP-T4", t4_parts, t4_measure, t4_figure, t4_summary, trains=True))
+    return _accuracy_by(table, ["setup", "depth", "sparsity"])

@@ -1,5 +1,4 @@
-"""TG: trajectory growth in sparse random ReLU nets (TG-F1 to TG-F5), and the trajectory helpers
-EP's random-net experiments share.
+"""TG: trajectory growth in sparse random ReLU nets (TG-F1 to TG-F5); EP-F3 shares TG-F1's projection.
 
 Choices the paper leaves open (also in the README):
 * MNIST points are indexed from 0: TG's "101st and 1001st" test points are indices 100 and 1000.
@@ -14,7 +13,6 @@ Choices the paper leaves open (also in the README):
 
 from __future__ import annotations
 
-import functools
 import logging
 
 import numpy as np
@@ -23,70 +21,16 @@ import seaborn as sns
 import torch
 from matplotlib.ticker import NullFormatter
 
-from .. import datasets, plotting
+from .. import plotting
 from ..nets import resolve_device
 from ..regions import split_lines
 from ..sampling import DISTRIBUTIONS, random_net, sigma_of_discrete, subvector_norms
 from ..theory import tg_growth_lower_bound
-from ..trajectories import make_path, measure, project_2d
-from . import Experiment, part_seed, register, resolve_part
+from ..points import DTYPE, dataset_name, endpoints
+from ..trajectories import make_path, path_rows, project_2d
+from . import part_seed, resolve_part
 
 log = logging.getLogger(__name__)
-
-DTYPE = torch.float64
-
-
-# --- shared with EP ----------------------------------------------------------------------------
-
-
-def endpoints(s: dict, seed: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """The two points a path joins, normalised (module doc): test images ``s["points"]`` of
-    ``s["dataset"]`` when the settings name a dataset, else two random vectors of ``R^input_dim``
-    drawn from ``seed``."""
-    if "dataset" in s:
-        x = _test_points(s["dataset"], s["data_dir"], s["scale"], tuple(s["points"]))
-    else:
-        x = normalise(torch.randn(2, s["input_dim"], generator=torch.Generator().manual_seed(seed), dtype=DTYPE))
-    return x[0].to(device), x[1].to(device)
-
-
-@functools.lru_cache(maxsize=4)
-def _test_split(dataset: str, data_dir: str, scale: str) -> datasets.Split:
-    """A dataset's test split, loaded once per job."""
-    return datasets.load(dataset, data_dir, train=False, scale=scale)
-
-
-@functools.lru_cache(maxsize=8)
-def _test_points(dataset: str, data_dir: str, scale: str, idx: tuple[int, ...]) -> torch.Tensor:
-    """The normalised test images ``idx`` (every net of a sweep joins the same two images)."""
-    data = _test_split(dataset, data_dir, scale)
-    if max(idx) >= len(data.x):
-        raise ValueError(f"points {list(idx)} are beyond the {len(data.x)} test images of {data.name}")
-    return normalise(data.x[list(idx)].flatten(1).to(DTYPE))
-
-
-def normalise(x: torch.Tensor) -> torch.Tensor:
-    """Rows scaled to norm sqrt(dimension): unit root-mean-square coordinate."""
-    return x / x.norm(dim=1, keepdim=True) * x.shape[1] ** 0.5
-
-
-def dataset_name(s: dict) -> str:
-    """Where the points come from, as the loaded split names itself: a stand-in or a subset says
-    so (e.g. "MNIST, 10,000-digit subset")."""
-    if "dataset" not in s:
-        return f"random R^{s['input_dim']}"
-    return _test_split(s["dataset"], s["data_dir"], s["scale"]).name
-
-
-def path_rows(net, path, n_pieces: int, /, counts: bool = True, pre: bool = True, **labels) -> pd.DataFrame:
-    """One row per layer (0 = input) of what ``trajectories.measure`` sums along ``path``; without
-    ``counts`` no transitions or patterns (-1), without ``pre`` no pre-activation lengths (NaN)."""
-    counts = counts and net.activation != "tanh"
-    st = measure(net, path, n_pieces, transitions=counts, patterns=counts, pre=pre)
-    return pd.DataFrame({"layer": np.arange(len(st.length)), "length": st.length, "length_pre": st.length_pre,
-                         "growth": st.growth, "transitions": st.transitions, "patterns": st.patterns}).assign(
-        n_pieces=n_pieces, dtype=str(net.weights[0].dtype).removeprefix("torch."), **labels)
-
 
 def projection_parts(s: dict) -> dict[str, dict]:
     return {"circle": {}}
@@ -135,7 +79,7 @@ NOT_COUNTED = ["transitions", "patterns", "length_pre"]
 def measure_dtype(s: dict) -> torch.dtype:
     """The float type a sweep pushes its points through (``dtype`` in its settings, float64 by
     default). Nets are always drawn in float64 and then cast, so a seed names the same net in
-    either type; ``python -m reluinit.benchmark precision`` shows what float32 changes."""
+    either type; ``python -m reluinit.experiments.precision`` shows what float32 changes."""
     return getattr(torch, s.get("dtype", "float64"))
 
 
@@ -266,6 +210,9 @@ def _f3_measure(sweep: str):
     return measure_
 
 
+f3a_measure, f3b_measure = _f3_measure("sigma_w"), _f3_measure("alpha")
+
+
 def net_growth(table: pd.DataFrame) -> pd.DataFrame:
     """One growth factor per net: the mean over its hidden-to-hidden layers 2..L (TG averages
     pieces, layers and nets; the theorems bound ‖dz(d+1)‖/‖dz(d)‖ between hidden layers, while
@@ -301,6 +248,9 @@ def _f3_figure(sweep: str):
                           f"width {s['width']}, dashed: Corollaries 1-3", fontsize=9)
         return fig
     return figure
+
+
+f3a_figure, f3b_figure = _f3_figure("sigma_w"), _f3_figure("alpha")
 
 
 def growth_summary(table: pd.DataFrame) -> pd.DataFrame:
@@ -405,11 +355,3 @@ def f5_figure(table: pd.DataFrame, s: dict):
         axes[4].xaxis.set_minor_formatter(NullFormatter())
     fig.suptitle(f"TG-F5: random points in $R^{{{s['input_dim']}}}$, width {s['width']}, dashed: Corollaries 1-3")
     return fig
-
-
-register(Experiment("TG-F1", projection_parts, projection_measure, f1_figure, projection_summary))
-register(Experiment("TG-F2", f2_parts, f2_measure, f2_figure, f2_summary))
-register(Experiment("TG-F3a", f3_parts, _f3_measure("sigma_w"), _f3_figure("sigma_w"), growth_summary))
-register(Experiment("TG-F3b", f3_parts, _f3_measure("alpha"), _f3_figure("alpha"), growth_summary))
-register(Experiment("TG-F4", f4_parts, f4_measure, f4_figure, f4_summary))
-register(Experiment("TG-F5", f5_parts, f5_measure, f5_figure, growth_summary))

@@ -46,7 +46,7 @@ from ..models import build, initialize
 from ..nets import MLP, resolve_device
 from ..training import Checkpoint, Recipe, fit, history_table, load_data
 from ..trajectories import Line, measure
-from . import Experiment, group_runs, part_seed, register, run_checkpoint
+from . import part_seed, training_jobs
 
 log = logging.getLogger(__name__)
 
@@ -135,14 +135,17 @@ def _runs(s: dict) -> dict[str, dict]:
     return runs
 
 
-def f6_parts(s: dict) -> dict[str, dict]:
-    return group_runs(_runs(s), s.get("runs_per_job", 1))
+def _load(s: dict, device):
+    """The splits on the device, the lines (pairs of test images) every run measures, and the test
+    images flattened in float64."""
+    train, test, split = load_data(s, device)
+    lines = choose_lines(test.y.cpu().numpy(), s["n_lines"], s["seed"])
+    return (train, test, split), lines, test.x.flatten(1).to(DTYPE)
 
 
-def train_and_measure(s: dict, run: dict, data, lines: pd.DataFrame, x: torch.Tensor, device,
-                      checkpoint: Checkpoint | None) -> pd.DataFrame:
+def train_and_measure(s: dict, run: dict, loaded, device, checkpoint: Checkpoint | None) -> pd.DataFrame:
     """One run: initialise, measure the lines through the untrained net, train, measure again."""
-    train, test, split = data
+    (train, test, split), lines, x = loaded
     started = time.perf_counter()
     model = build("ffnn", split.n_classes, tuple(split.x.shape[1:]), "relu", width=s["width"], depth=s["depth"])
     initialize(model, "sigma", sigma_w=run["sigma_w"], sigma_b=s["bias"], seed=run["seed"])
@@ -174,16 +177,12 @@ def train_and_measure(s: dict, run: dict, data, lines: pd.DataFrame, x: torch.Te
     return pd.concat([table, history_table(result, **columns).assign(kind="epoch")], ignore_index=True)
 
 
+_f6_parts, _f6_measure = training_jobs(_runs, train_and_measure, load=_load)
+f6_parts = _f6_parts
+
+
 def f6_measure(s: dict, key: str, device: str = "auto", inputs=(), checkpoints: str | None = None) -> pd.DataFrame:
-    dev = resolve_device(device)
-    data = load_data(s, dev)
-    test = data[1]
-    lines = choose_lines(test.y.cpu().numpy(), s["n_lines"], s["seed"])
-    x = test.x.flatten(1).to(DTYPE)
-    out = []
-    for run_key, run in f6_parts(s)[key]["runs"].items():
-        out.append(train_and_measure(s, run, data, lines, x, dev, run_checkpoint(checkpoints, run_key, s, run)))
-    return pd.concat(out, ignore_index=True).assign(device=str(dev))
+    return _f6_measure(s, key, device, inputs, checkpoints).assign(device=str(resolve_device(device)))
 
 
 # --- figure and summary --------------------------------------------------------------------------
@@ -257,6 +256,3 @@ def f6_summary(table: pd.DataFrame) -> pd.DataFrame:
     out["between_over_within"] = out["sigma_w_init"].map(
         out[out["pair"] == "between"].set_index("sigma_w_init")["growth_trained"] / within)
     return out
-
-
-register(Experiment("TG-F6", f6_parts, f6_measure, f6_figure, f6_summary, trains=True))

@@ -14,7 +14,7 @@ import torch
 from .. import datasets, plotting
 from ..nets import resolve_device, sample_mlp
 from ..regions import split_lines
-from . import Experiment, part_seed, register
+from . import part_seed
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +73,3 @@ def f1_summary(table: pd.DataFrame) -> pd.DataFrame:
                      "per_neuron_shallow": g.iloc[0], "per_neuron_deep": g.iloc[-1],
                      "deep_over_shallow": g.iloc[-1] / g.iloc[0]})
     return pd.DataFrame(rows)
-
-
-register(Experiment("X-F1", f1_parts, f1_measure, f1_figure, f1_summary))

@@ -1,0 +1,314 @@
+"""EP: expressive power of deep nets, the experiments on its CIFAR-10 conv net: trajectory length
+at initialization (EP-F4), noise added to one layer of the trained net (EP-F6), and trajectory
+length and weight scale through training without and with batch norm and with trajectory
+regularization (EP-F8, F9, F10, F11: one set of runs, four figures). The nets, trajectory
+regularization included, are in ``models``; what is measured along the way in ``stages``;
+EP's fully connected nets (EP-F7, F17, F18) in ``ep_fc``.
+
+Conventions and our readings of what the paper leaves open:
+
+* Nets: ``models.EPConvNet`` (blocks 1 conv, 2 conv, 3 pool, 4 conv, 5 conv, 6 conv, 7 pool, 8 fc,
+  9 readout; ``width`` channels, ``2 width`` after the first pooling) and ``models.FFNN``; every
+  conv/linear layer N(0, sigma_w^2 / fan_in), biases N(0, sigma_b^2) (``initialize(.., "sigma")``).
+* Circles: ``x(t) = cos(pi t / 2) x0 + sin(pi t / 2) x1`` between the test images ``points``
+  (0-based) *as the net sees them*, i.e. normalised per channel with the training set's statistics
+  (``training.load_data``), discretised in ``n_pieces`` chords. Lengths are measured after every
+  block (``trajectories.module_lengths``), with batch norm in eval mode (running statistics: at
+  initialization these are mean 0, variance 1, so BN is then nearly the identity; EP measured
+  "Step 0" in a way that divided by a near-zero variance, which we do not reproduce).
+* Length rows (``kind == "length"``) have ``layer``: 0 the input, an integer ``b`` the output of
+  EP's block ``b``; in a block with a normalisation layer (batch norm or trajectory
+  regularization) the output of its convolution is at ``b - 0.5`` (``stage == "conv"``), that of
+  the normalisation layer alone at ``b - 0.25`` (``stage == "norm"``: batch norm's own effect on
+  the length, which EP's Figure 10 draws dotted) and the block output, after the ReLU, at ``b``
+  (``stage == "relu"``); other stages are ``conv``, ``pool``, ``fc``, ``readout`` (FC nets:
+  ``hidden``, ``readout``).
+* Weight scale (EP-F9, ``kind == "sigma_w"``): ``std(W) * sqrt(fan_in)`` of each conv/linear
+  layer, ``layer`` being its EP block number.
+* EP-F6 noise (our reading of "noise of magnitude m"): Gaussian noise of standard deviation
+  ``m * std(W)`` added to the weights (not the bias) of one layer only, relative to that layer's
+  own weight scale (an absolute std 0.25 would be 4x the weights of the 5th layer, which the
+  paper's 0.02 drop rules out); ``noise_draws`` draws per (layer, m), the weights restored after
+  each.
+* Trajectory regularization (EP-F11, ``TrajReg``): every batch norm of the BN net is replaced by a
+  layer that multiplies its input by a learnt scalar lambda = exp(rho) > 0 (init 1, no weight
+  decay, learning rate 1/100 of the recipe's: ``TrajReg``) at train and test time and,
+  in training, adds ``coef * lambda * (current length / original length)`` to the loss
+  (``coef = trajreg_coef``, EP: 0.01). "Current length": the length of the piecewise-linear
+  trajectory through the minibatch's images at that layer, in minibatch order (adjacent points,
+  the layer's input, i.e. before scaling by lambda). "Original length" (our reading): the length
+  of the same minibatch trajectory in input space (the normalised images), so the ratio is the
+  layer's length growth. Gradients flow through lambda and the current length.
+
+Table columns: every training experiment's table holds the run's per-epoch history
+(``kind == "epoch"``, columns of ``training.history_table``: ``epoch``, ``train_acc``,
+``test_acc`` ...) and the rows its ``on_epoch`` hook adds (``kind == "length"``: ``epoch``,
+``layer``, ``block``, ``stage``, ``length``; ``kind == "sigma_w"``: ``epoch``, ``layer``,
+``param``, ``fan_in``, ``sigma_w``), with the run's settings (``run``, ``variant``, ``rep``,
+``net_seed``, ``dataset``, ``sigma_w2`` ...) on every row. EP-F6 adds ``kind == "noise"`` rows
+(``layer``, ``magnitude``, ``draw``, ``test_acc``, ``base_acc``, ``drop``); EP-F7/F17 add
+``trained_layer``, ``final_train_acc``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from .. import plotting
+from ..datasets import resolve
+from ..models import TrajReg, conv_net, trajreg_loss
+from ..nets import resolve_device
+from ..stages import circle, length_rows, noise_rows, sigma_w_rows
+from ..training import Checkpoint, Recipe, fit, load_data, run_rows
+from ..trajectories import Arc
+from . import part_seed, product_runs, resolve_part, training_jobs
+
+log = logging.getLogger(__name__)
+
+
+# --- EP-F4: lengths through the conv net at initialization -------------------------------------------
+
+
+def f4_parts(s: dict) -> dict[str, dict]:
+    return {"nets": {}}
+
+
+def f4_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
+    """``n_nets`` ReLU conv nets per sigma_w^2 (float64): the circle's length after every block."""
+    _, seed = resolve_part(f4_parts(s), s["seed"], key)
+    dev = resolve_device(device)
+    _, test, split = load_data(s, dev)
+    in_shape = tuple(split.x.shape[1:])
+    path = circle(test, s["points"])
+    path = Arc(path.x0.double(), path.x1.double())
+    rows = []
+    for i, s2 in enumerate(s["sigma_w2"]):
+        for n in range(s["n_nets"]):
+            net_seed = part_seed(seed, 1000 * i + n)
+            model = conv_net("plain", split.n_classes, in_shape, s["width"], s2, s.get("sigma_b", 0.0), net_seed)
+            model = model.double().to(dev)
+            for r in length_rows(model, path, s["n_pieces"], in_shape):
+                rows.append({**r, "sigma_w2": s2, "net": n, "net_seed": net_seed})
+        log.info("sigma_w^2 = %g: %d nets measured", s2, s["n_nets"])
+    return pd.DataFrame(rows).assign(width=s["width"], sigma_b=s.get("sigma_b", 0.0), n_pieces=s["n_pieces"],
+                                     dataset=resolve(s["dataset"], s["scale"]), device=str(dev))
+
+
+def _mark_pools(ax, table: pd.DataFrame) -> None:
+    for b in sorted(table.loc[table["stage"] == "pool", "block"].unique()):
+        ax.axvspan(b - 0.3, b + 0.3, color="0.85", zorder=0)
+
+
+def f4_figure(table: pd.DataFrame, s: dict):
+    fig, axes = plotting.panels(1, width=5.4, height=3.8, integer_x=True)
+    data = plotting.as_labels(table, "sigma_w2", "$\\sigma_w^2$")
+    sns.lineplot(data=data, x="layer", y="length", hue="$\\sigma_w^2$", palette="viridis", marker="o",
+                 errorbar="se", ax=axes[0])
+    _mark_pools(axes[0], table)
+    axes[0].set(yscale="log", xlabel="layer (grey: pooling)", ylabel="trajectory length")
+    axes[0].set_title(f"EP-F4: circle between {table['dataset'].iloc[0]} test images through a ReLU conv net "
+                      f"(width {s['width']}) at init, {s['n_nets']} net(s)", fontsize=8)
+    return fig
+
+
+def f4_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per sigma_w^2: mean length after each block, and the mean growth per conv block."""
+    mean = table.groupby(["sigma_w2", "layer", "stage"], as_index=False)["length"].mean()
+    ratio = mean.groupby("sigma_w2")["length"].transform(lambda v: v / v.shift(1))
+    return mean.assign(ratio_to_previous=ratio)
+
+
+# --- EP-F8/F9/F10/F11: training the conv net without / with batch norm / with trajectory regularization --
+
+
+def conv_run(s: dict, run: dict, data, device, checkpoint: Checkpoint | None) -> pd.DataFrame:
+    """Train one conv-net variant, recording lengths along the circle and weight scales every epoch."""
+    train, test, split = data
+    in_shape = tuple(split.x.shape[1:])
+    coef = s.get("trajreg_coef", 0.01)
+    variant = run.get("variant", "plain")
+    model = conv_net(variant, split.n_classes, in_shape, s["width"], s["sigma_w2"], s.get("sigma_b", 0.0),
+                     run["seed"], coef).to(device)
+    path = circle(test, s["points"])
+
+    def on_epoch(epoch, m):
+        return length_rows(m, path, s["n_pieces"], in_shape) + sigma_w_rows(m)
+
+    recipe = Recipe.from_settings(s["recipe"])
+    kw = {"loss_fn": trajreg_loss} if variant == "trajreg" else {}
+    result = fit(model, train, test, recipe, seed=run["seed"], checkpoint=checkpoint, on_epoch=on_epoch, **kw)
+    log.info("run %s: %s conv net, final test accuracy %.4f", run["key"], variant, result.final["test_acc"])
+    extra = []
+    if variant == "trajreg":
+        extra = [{"kind": "lambda", "param": n, "value": m.lam.item()} for n, m in model.named_modules()
+                 if isinstance(m, TrajReg)]
+    return run_rows(result, extra, run=run["key"], variant=variant, rep=run["rep"], net_seed=run["seed"],
+                      dataset=split.name, width=s["width"], sigma_w2=s["sigma_w2"], n_pieces=s["n_pieces"],
+                      recipe=s["recipe"].get("name", ""))
+
+
+train_parts, train_measure = training_jobs(lambda s: product_runs(s, {"variant": s["variants"]}), conv_run)
+
+
+def _lengths(table: pd.DataFrame, variant: str) -> pd.DataFrame:
+    g = table[(table["kind"] == "length") & (table["variant"] == variant)]
+    return g.groupby(["epoch", "layer", "block", "stage"], as_index=False)["length"].mean()
+
+
+def _length_panel(ax, g: pd.DataFrame, title: str, cmap: str = "viridis") -> None:
+    """One curve per epoch; segments into a normalisation stage dotted."""
+    epochs = sorted(g["epoch"].unique())
+    colours = sns.color_palette(cmap, len(epochs))
+    for colour, epoch in zip(colours, epochs):
+        e = g[g["epoch"] == epoch].sort_values("layer")
+        x, y, st = e["layer"].to_numpy(), e["length"].to_numpy(), e["stage"].to_numpy()
+        for i in range(1, len(x)):
+            ax.plot(x[i - 1:i + 1], y[i - 1:i + 1], color=colour, lw=1.2, ls=":" if st[i] == "norm" else "-",
+                    label=f"epoch {epoch:g}" if i == 1 else None)
+        ax.plot(x, y, "o", color=colour, ms=2.5)
+    _mark_pools(ax, g)
+    ax.set(yscale="log", xlabel="layer (grey: pooling)", ylabel="trajectory length", title=title)
+    ax.legend(fontsize=6, ncol=2)
+
+
+def f8_figure(table: pd.DataFrame, s: dict):
+    fig, axes = plotting.panels(1, width=5.6, height=4.0, integer_x=True)
+    _length_panel(axes[0], _lengths(table, "plain"), "no batch norm")
+    fig.suptitle(f"EP-F8: circle between two {table['dataset'].iloc[0]} test images through the conv net during "
+                 f"training, $\\sigma_w^2$ = {s['sigma_w2']:g}", fontsize=9)
+    return fig
+
+
+def _length_summary(table: pd.DataFrame, variants) -> pd.DataFrame:
+    """Length after each stage at the first and last epoch, and its growth through training."""
+    rows = []
+    for v in variants:
+        g = _lengths(table, v)
+        if g.empty:
+            continue
+        first, last = g["epoch"].min(), g["epoch"].max()
+        a = g[g["epoch"] == first].set_index("layer")
+        b = g[g["epoch"] == last].set_index("layer")
+        rows.append(pd.DataFrame({"variant": v, "layer": a.index, "stage": a["stage"].to_numpy(),
+                                  "length_init": a["length"].to_numpy(), "last_epoch": last,
+                                  "length_final": b["length"].reindex(a.index).to_numpy()}))
+    df = pd.concat(rows, ignore_index=True)
+    return df.assign(growth_through_training=df["length_final"] / df["length_init"])
+
+
+def f8_summary(table: pd.DataFrame) -> pd.DataFrame:
+    return _length_summary(table, ["plain"])
+
+
+def f9_figure(table: pd.DataFrame, s: dict):
+    g = table[(table["kind"] == "sigma_w") & (table["variant"] == "plain")]
+    fig, axes = plotting.panels(1, width=5.4, height=3.8)
+    sns.lineplot(data=plotting.as_labels(g, "layer", "layer"), x="epoch", y="sigma_w", hue="layer", palette="viridis", marker="o",
+                 errorbar="se", ax=axes[0])
+    axes[0].axhline(math.sqrt(s["sigma_w2"]), color="k", ls="--", lw=1, label="init")
+    axes[0].set(ylabel="$\\sigma_w$ = std(W) $\\sqrt{\\mathrm{fan\\ in}}$")
+    axes[0].set_title(f"EP-F9: weight scale per layer through training, conv net without batch norm, "
+                      f"init $\\sigma_w^2$ = {s['sigma_w2']:g}", fontsize=8)
+    return fig
+
+
+def f9_summary(table: pd.DataFrame) -> pd.DataFrame:
+    g = table[(table["kind"] == "sigma_w") & (table["variant"] == "plain")]
+    mean = g.groupby(["layer", "epoch"], as_index=False)["sigma_w"].mean().sort_values("epoch")
+    out = mean.groupby("layer", as_index=False).agg(sigma_w_init=("sigma_w", "first"), sigma_w_final=("sigma_w", "last"),
+                                                    last_epoch=("epoch", "last"))
+    return out.assign(ratio=out["sigma_w_final"] / out["sigma_w_init"])
+
+
+def f10_figure(table: pd.DataFrame, s: dict):
+    variants = [v for v in ("plain", "bn", "trajreg") if v in set(table["variant"])]
+    titles = {"plain": "no batch norm", "bn": "batch norm (dotted: the BN layer alone)",
+              "trajreg": "trajectory regularization (dotted: its layer alone)"}
+    fig, axes = plotting.panels(len(variants), width=5.0, height=4.0, integer_x=True)
+    for ax, v in zip(axes, variants):
+        _length_panel(ax, _lengths(table, v), titles[v])
+    lo = min(ax.get_ylim()[0] for ax in axes)
+    hi = max(ax.get_ylim()[1] for ax in axes)
+    for ax in axes:
+        ax.set_ylim(lo, hi)
+    fig.suptitle(f"EP-F10: circle between two {table['dataset'].iloc[0]} test images through the conv net during "
+                 f"training, $\\sigma_w^2$ = {s['sigma_w2']:g}", fontsize=9)
+    return fig
+
+
+def f10_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """As EP-F8's, for every variant, with the length ratio (after / before) of each normalisation
+    layer alone and of the ReLU after it, at the first and the last epoch."""
+    df = _length_summary(table, ["plain", "bn", "trajreg"])
+    out = {}
+    for when in ("init", "final"):
+        prev = df.groupby("variant")[f"length_{when}"].shift(1)
+        for stage in ("norm", "relu"):
+            mask = df["stage"] == stage
+            out[f"{stage}_ratio_{when}"] = np.where(mask, df[f"length_{when}"] / prev, np.nan)
+    return df.assign(**out)
+
+
+def f11_figure(table: pd.DataFrame, s: dict):
+    g = table[table["kind"] == "epoch"]
+    fig, axes = plotting.panels(2, width=4.6, height=3.6)
+    for ax, col in zip(axes, ("test_acc", "train_acc")):
+        sns.lineplot(data=g, x="epoch", y=col, hue="variant", errorbar="se", marker="o", ax=ax,
+                     hue_order=[v for v in ("plain", "bn", "trajreg") if v in set(g["variant"])])
+        ax.set(ylabel=col.replace("_", " "))
+    fig.suptitle(f"EP-F11: conv net on {g['dataset'].iloc[0]}: no BN vs BN vs trajectory regularization "
+                 f"(coefficient {s.get('trajreg_coef', 0.01):g})", fontsize=9)
+    return fig
+
+
+def f11_summary(table: pd.DataFrame) -> pd.DataFrame:
+    g = table[table["kind"] == "epoch"].sort_values("epoch").groupby("run", as_index=False).last()
+    g = g.assign(run_diverged=g["run_diverged"].astype(bool))
+    return g.groupby("variant", as_index=False).agg(runs=("run", "count"), final_test_acc=("final_test_acc", "mean"),
+                                                    best_test_acc=("best_test_acc", "mean"),
+                                                    epochs=("epoch", "max"), diverged=("run_diverged", "sum"))
+
+
+# --- EP-F6: noise in one layer of the trained conv net ------------------------------------------------
+
+
+def noise_run(s: dict, run: dict, data, device, checkpoint: Checkpoint | None) -> pd.DataFrame:
+    train, test, split = data
+    in_shape = tuple(split.x.shape[1:])
+    model = conv_net("plain", split.n_classes, in_shape, s["width"], s["sigma_w2"], s.get("sigma_b", 0.0),
+                     run["seed"]).to(device)
+    recipe = Recipe.from_settings(s["recipe"])
+    result = fit(model, train, test, recipe, seed=run["seed"], checkpoint=checkpoint)
+    model.eval()
+    rows = noise_rows(model, test, s["noise_magnitudes"], s.get("noise_draws", 1), part_seed(run["seed"], 1),
+                      recipe.eval_batch_size)
+    log.info("run %s: trained to %.4f; noise %g on layer 1 -> %.4f", run["key"], result.final["test_acc"],
+             max(s["noise_magnitudes"]), rows[len(s["noise_magnitudes"]) - 1]["test_acc"] if rows else math.nan)
+    return run_rows(result, rows, run=run["key"], variant="plain", rep=run["rep"], net_seed=run["seed"],
+                      dataset=split.name, width=s["width"], sigma_w2=s["sigma_w2"],
+                      recipe=s["recipe"].get("name", ""))
+
+
+f6_parts, f6_measure = training_jobs(lambda s: product_runs(s, {}), noise_run)
+
+
+def f6_figure(table: pd.DataFrame, s: dict):
+    g = plotting.as_labels(table[table["kind"] == "noise"], "layer", "layer")
+    fig, axes = plotting.panels(1, width=5.4, height=3.8)
+    sns.lineplot(data=g, x="magnitude", y="test_acc", hue="layer", palette="viridis", marker="o", errorbar="se",
+                 ax=axes[0])
+    axes[0].set(xlabel="noise magnitude (std relative to the layer's weight std)", ylabel="test accuracy")
+    axes[0].set_title(f"EP-F6: noise in one layer of a trained conv net ({g['dataset'].iloc[0]}, "
+                      f"$\\sigma_w^2$ = {s['sigma_w2']:g})", fontsize=9)
+    return fig
+
+
+def f6_summary(table: pd.DataFrame) -> pd.DataFrame:
+    g = table[table["kind"] == "noise"]
+    return g.groupby(["layer", "magnitude"], as_index=False).agg(base_acc=("base_acc", "mean"),
+                                                                 test_acc=("test_acc", "mean"), drop=("drop", "mean"))
