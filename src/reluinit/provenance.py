@@ -130,7 +130,7 @@ def _visit(obj, found: dict, seen: set) -> None:
             _visit(value, found, seen)
     elif _ours(type(obj)):
         # An instance of one of our classes: its class, and its value where that prints the same
-        # in every process. Not its attributes: a registered Experiment would pull in every other.
+        # in every process. Not its attributes: an Experiment would pull in every function it names.
         _visit(type(obj), found, seen)
         text = repr(obj)
         if " at 0x" not in text:

@@ -2,7 +2,7 @@
 their memory fits what the paper's jobs declare, and what a training step costs.
 
 A job's *combinations* are the (experiment, model, dataset) triples its runs touch. ``subset``
-picks, from the experiment registry at the smoke scale, one job per combination of every
+picks, from the experiment catalogue at the smoke scale, one job per combination of every
 experiment that `all` builds: for a random-net experiment its first job, for a training experiment
 the last job holding the combination (the config's lists grow, so that is its largest: ResNet104,
 3xVGG16, the FFNN of depth 100). A new experiment is covered without editing any test;
