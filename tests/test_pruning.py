@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch import nn
 
+from reluinit import models, pruning
 from reluinit.models import FFNN, ResNet, VanillaCNN, initialize
 from reluinit.pruning import (apply_masks, critical_sparsity, grasp_scores, layer_table, magnitude_scores,
                               masks_from_scores, prunable, prune, snip_scores, sparsity, synflow_masks,
@@ -336,3 +337,33 @@ def test_measured_chi_of_a_dense_net_is_the_mean_field_chi_in_every_phase(sigma_
     x = torch.randn(64, 100, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     model = initialize(FFNN(100, 200, 100, 10, "tanh"), "sigma", sigma_w=sigma_w, sigma_b=0.2, seed=1).double()
     assert chi_empirical(model, x) == pytest.approx(chi(sigma_w, 0.2, "tanh"), rel=0.03)
+
+
+def test_a_new_pruner_is_a_class_and_a_name():
+    """A method registered under a name prunes through ``prune`` and RP's training runs (by that
+    name), with the base's global threshold; every method the schema allows resolves."""
+    import yaml
+
+    from conftest import ROOT
+    from reluinit.experiments import rp_train
+
+    @pruning.pruner("toy_last_layers")
+    class LastLayers(pruning.Pruner):  # scores grow with depth: the deepest weights are kept
+        def scores(self, model, **_):
+            return {n: torch.full_like(w, float(i)) for i, (n, w) in enumerate(pruning.prunable(model).items())}
+
+    try:
+        model = models.initialize(models.build("ffnn", 10, (1, 8, 8), width=16, depth=3), "he", seed=0)
+        masks = pruning.prune(model, "toy_last_layers", 0.2)
+        kept = [int(m.sum()) for m in masks.values()]
+        assert sum(kept) == round(0.2 * sum(m.numel() for m in masks.values()))
+        assert kept[0] == 0 and kept[-1] == masks[list(masks)[-1]].numel()  # the readout first, then layer 3
+        assert rp_train.method("toy_last_layers") == ("toy_last_layers", False, False)
+    finally:
+        del pruning.PRUNERS["toy_last_layers"]
+    schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
+    for name in schema["$defs"]["rp_train"]["properties"]["methods"]["items"]["enum"]:
+        p, *_ = rp_train.method(name)
+        assert p is None or p in pruning.PRUNERS
+    with pytest.raises(ValueError, match="unknown pruning method 'obd'"):
+        pruning.prune(model, "obd", 0.5)

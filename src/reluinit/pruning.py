@@ -4,6 +4,7 @@ does to a net (per-layer sparsity, layer collapse, critical sparsity).
 Every pruner is global over the weights of conv and linear layers (``models.weight_layers``);
 biases and normalisation parameters are never pruned. A pruner returns one boolean mask per
 pruned weight (``{"<module>.weight": mask}``) keeping exactly ``round(density * N)`` weights.
+Pruners are small classes over one base (``Pruner``), registered by name in ``PRUNERS``:
 
 * ``random``: uniform scores; ``magnitude`` (MBP): |theta|;
 * ``snip`` (SBP): |dL/dc| for a multiplicative mask c = 1, which is |theta * dL/dtheta|;
@@ -127,28 +128,76 @@ def synflow_scores_once(model: nn.Module, in_shape: tuple[int, ...]) -> dict[str
     return {n: (w * g).detach().abs() for (n, w), g in zip(weights.items(), grads)}
 
 
+# --- the pruners: one class each, registered by the names the config uses ---------------------------
+
+
+class Pruner:
+    """A pruning method. The base owns the global threshold (``masks_from_scores``: keep the
+    ``round(density * N)`` highest scores over all layers); a method only scores. Adding one is a
+    class with ``scores`` (or ``masks``, for an iterative method) under ``@pruner("<name>")``."""
+
+    def scores(self, model: nn.Module, *, x, y, in_shape, seed: int, temperature: float) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def masks(self, model: nn.Module, density: float, *, rounds: int = 100, **data) -> Masks:
+        return masks_from_scores(self.scores(model, **data), density)
+
+
+PRUNERS: dict[str, Pruner] = {}
+
+
+def pruner(*names: str):
+    """Register a ``Pruner`` class under ``names`` (``prune(model, name, ...)``)."""
+    def register(cls):
+        for name in names:
+            PRUNERS[name] = cls()
+        return cls
+    return register
+
+
+@pruner("random")
+class Random(Pruner):
+    def scores(self, model, *, seed, **_):
+        return random_scores(model, seed)
+
+
+@pruner("magnitude")
+class Magnitude(Pruner):
+    def scores(self, model, **_):
+        return magnitude_scores(model)
+
+
+@pruner("snip", "sbp")
+class Snip(Pruner):
+    def scores(self, model, *, x, y, **_):
+        return snip_scores(model, x, y)
+
+
+@pruner("grasp")
+class Grasp(Pruner):
+    def scores(self, model, *, x, y, temperature, **_):
+        return grasp_scores(model, x, y, temperature)
+
+
+@pruner("synflow")
+class SynFlow(Pruner):
+    def masks(self, model, density, *, rounds: int = 100, in_shape=None, **_):
+        return synflow_masks(model, in_shape, density, rounds)
+
+
 def prune(model: nn.Module, method: str, density: float, *, x=None, y=None, in_shape=None, seed: int = 0,
           rounds: int = 100, temperature: float = 200.0) -> Masks:
-    """Masks of ``method`` at ``density`` (the fraction of weights kept), scored on the model's
-    ``pruning_view`` (a VGG16 without its batch norms, as the RP authors prune it) and keyed by the
-    model's own layer names."""
+    """Masks of ``method`` (a name in ``PRUNERS``) at ``density`` (the fraction of weights kept),
+    scored on the model's ``pruning_view`` (a VGG16 without its batch norms, as the RP authors prune
+    it) and keyed by the model's own layer names."""
+    if method not in PRUNERS:
+        raise ValueError(f"unknown pruning method {method!r}; known: {', '.join(PRUNERS)}")
     view = pruning_view(model)
     if view is not model:
         return masks_for(model, view, prune(view, method, density, x=x, y=y, in_shape=in_shape, seed=seed,
                                             rounds=rounds, temperature=temperature))
-    if method == "synflow":
-        return synflow_masks(model, in_shape, density, rounds)
-    if method == "random":
-        scores = random_scores(model, seed)
-    elif method == "magnitude":
-        scores = magnitude_scores(model)
-    elif method in ("snip", "sbp"):
-        scores = snip_scores(model, x, y)
-    elif method == "grasp":
-        scores = grasp_scores(model, x, y, temperature)
-    else:
-        raise ValueError(f"unknown pruning method {method!r}; known: random, magnitude, snip, grasp, synflow")
-    return masks_from_scores(scores, density)
+    return PRUNERS[method].masks(model, density, rounds=rounds, x=x, y=y, in_shape=in_shape, seed=seed,
+                                 temperature=temperature)
 
 
 def row_shuffled(masks: Masks, seed: int) -> Masks:

@@ -25,7 +25,7 @@ from torch import nn
 from .. import datasets, plotting
 from ..meanfield import eoc_sigma_w
 from ..models import build, initialize
-from ..pruning import apply_masks, layer_table, prune, rescale, sparsity
+from ..pruning import PRUNERS, apply_masks, layer_table, prune, rescale, sparsity
 from ..training import Checkpoint, Recipe, fit, history_table, load_data, resume_masks
 from . import product_runs, training_jobs
 
@@ -45,6 +45,17 @@ METHODS = {
 }
 
 
+def method(name: str) -> tuple[str | None, bool, bool]:
+    """(pruner, on the Stable ResNet, rescaled) of a method name: the papers' names above, or any
+    pruner registered in ``pruning.PRUNERS`` under its own name (a new pruner needs no entry here,
+    only its name in the schema's ``methods`` list)."""
+    if name in METHODS:
+        return METHODS[name]
+    if name in PRUNERS:
+        return name, False, False
+    raise ValueError(f"unknown method {name!r}; known: {', '.join(sorted(set(METHODS) | set(PRUNERS)))}")
+
+
 def init_point(s: dict, init: str, activation: str) -> tuple[str, float | None, float]:
     """(scheme, sigma_w, sigma_b) of an initialization name: ``he`` (Kaiming), ``eoc`` (the edge of
     chaos of ``activation`` at ``s["eoc_sigma_b"]``; ReLU's is He) or ``ordered`` (s["ordered"])."""
@@ -62,7 +73,7 @@ def run_model(s: dict, run: dict, split) -> tuple[nn.Module, str, float | None, 
     """The run's net, initialized: (model, its name, sigma_w, sigma_b). He-initialized ResNets use
     the authors' ResNet init (``kaiming_fan_out``: convs by fan-out, classifier N(0, 0.01^2)), which
     changes what magnitude pruning and, through the classifier, SNIP see."""
-    pruner, stable, rescaled = METHODS[run["method"]]
+    pruner, stable, rescaled = method(run["method"])
     name = f"stable_{run['model']}" if stable else run["model"]
     model = build(name, split.n_classes, tuple(split.x.shape[1:]), run["activation"], width=run["width"],
                   depth=run.get("depth"))
@@ -76,7 +87,7 @@ def run_model(s: dict, run: dict, split) -> tuple[nn.Module, str, float | None, 
 def train_pruned(s: dict, run: dict, data, device, checkpoint: Checkpoint | None) -> pd.DataFrame:
     """One run (module doc); ``data`` = (train, test, training split) of its dataset."""
     train, test, split = data
-    pruner, stable, rescaled = METHODS[run["method"]]
+    pruner, stable, rescaled = method(run["method"])
     model, name, sigma_w, sigma_b = run_model(s, run, split)
     model.to(device)
     masks = resume_masks(checkpoint)
