@@ -38,7 +38,7 @@ def test_a_paper_table_shows_as_one_pivot_without_an_empty_claims_table(monkeypa
     shown = []
     monkeypatch.setattr("IPython.display.display", lambda x: shown.append(x))
     monkeypatch.setattr("IPython.display.Image", lambda path: ("image", path))
-    monkeypatch.setattr(reports.experiments, "get", lambda exp: type("E", (), {"summary": staticmethod(lambda t: t)}))
+    monkeypatch.setattr(reports.catalogue, "get", lambda exp: type("E", (), {"summary": staticmethod(lambda t: t)}))
     monkeypatch.setattr(reports.paths, "table", lambda results, exp: str(tmp_path / "t.csv"))
     pd.DataFrame({"x": [1]}).to_csv(tmp_path / "t.csv", index=False)
     reports.show("r", "RP-T4", card, claims.cell_blocks(CLAIMS))

@@ -110,7 +110,7 @@ for _exp in EXPERIMENTS:
             computes=catalogue.code_names(SOURCES.get(_exp, _exp))["measure"],
             plots=catalogue.code_names(_exp)["figure"],
         message:
-            "{params.exp}: table from its parts and figure -> {output.png}; rows computed by {params.computes}, "
+            "{params.exp}: table {output.table} from its parts, figure {output.png}; rows computed by {params.computes}, "
             "plotted by {params.plots}"
         log:
             log_file(f"figures/{_exp}"),
