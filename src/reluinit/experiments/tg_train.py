@@ -177,8 +177,7 @@ def train_and_measure(s: dict, run: dict, loaded, device, checkpoint: Checkpoint
     return pd.concat([table, history_table(result, **columns).assign(kind="epoch")], ignore_index=True)
 
 
-_f6_parts, _f6_measure = training_jobs(_runs, train_and_measure, load=_load)
-f6_parts = _f6_parts
+f6_parts, _f6_measure = training_jobs(_runs, train_and_measure, load=_load)
 
 
 def f6_measure(s: dict, key: str, device: str = "auto", inputs=(), checkpoints: str | None = None) -> pd.DataFrame:
