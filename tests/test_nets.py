@@ -34,7 +34,7 @@ def test_lemma1_norm_preserved_in_expectation():
     sq = []
     for seed in range(400):
         net = sample_mlp([50, 200], "he_fan_out", seed=seed, dtype=torch.float64)
-        _, h = net.forward(u[None])
+        _, h = net.preactivations(u[None])
         sq.append(h.square().sum().item() / u.square().sum().item())
     sq = torch.tensor(sq)
     # Per net, the ratio has variance 5/m = 0.025; over 400 nets the mean's std is 0.008.

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from reluinit import models, pruning
-from reluinit.models import FFNN, ResNet, VanillaCNN, initialize
+from reluinit.models import ResNet, VanillaCNN, ffnn, initialize
 from reluinit.pruning import (apply_masks, critical_sparsity, grasp_scores, layer_table, magnitude_scores,
                               masks_from_scores, prunable, prune, snip_scores, sparsity, synflow_masks,
                               synflow_scores_once)
@@ -21,7 +21,7 @@ def _batch(n=32, shape=(1, 8, 8), classes=10, seed=0):
 
 
 def test_snip_through_a_mask_gradient_is_theta_times_grad():
-    model = initialize(FFNN(64, 32, 3, 10), "he", seed=1)
+    model = initialize(ffnn(64, 32, 3, 10), "he", seed=1)
     x, y = _batch()
     scores = snip_scores(model, x, y)
     loss = nn.functional.cross_entropy(model(x), y)
@@ -54,7 +54,7 @@ def test_grasp_on_a_quadratic_keeps_what_the_formula_says():
 
 def test_synflow_scores_are_conserved_across_layers():
     """For a bias-free ReLU net, sum over a layer of theta dR/dtheta is R itself, for every layer."""
-    model = initialize(FFNN(20, 30, 5, 7, bias=False), "he", seed=2)
+    model = initialize(ffnn(20, 30, 5, 7, bias=False), "he", seed=2)
     scores = synflow_scores_once(model, (20,))
     sums = torch.stack([s.sum() for s in scores.values()])
     assert torch.allclose(sums, sums[0], rtol=1e-6, atol=0)
@@ -84,7 +84,7 @@ def test_synflow_on_resnet32_with_doubled_filters_keeps_one_percent():
 
 
 def test_pruned_weights_stay_zero_through_training():
-    model = initialize(FFNN(64, 32, 2, 10), "he", seed=5)
+    model = initialize(ffnn(64, 32, 2, 10), "he", seed=5)
     x, y = _batch()
     masks = prune(model, "magnitude", 0.2)
     apply_masks(model, masks)
@@ -104,7 +104,7 @@ def test_layer_collapse_and_critical_sparsity():
     assert critical_sparsity(scores) == pytest.approx(3 / 6)
     table = layer_table(masks_from_scores(scores, 2 / 6))
     assert table["collapsed"].tolist() == [False, True]
-    model = initialize(FFNN(16, 8, 2, 4), "he", seed=6)
+    model = initialize(ffnn(16, 8, 2, 4), "he", seed=6)
     s_cr = critical_sparsity(magnitude_scores(model))
     just_below = layer_table(masks_from_scores(magnitude_scores(model), 1 - s_cr + 1e-9))
     beyond = layer_table(masks_from_scores(magnitude_scores(model), 1 - s_cr - 2 / 300))
@@ -118,7 +118,7 @@ def test_rescaling_brings_a_pruned_tanh_net_back_to_the_edge_of_chaos():
 
     sb = 0.2
     sw = eoc_sigma_w(sb, "tanh")
-    model = initialize(FFNN(100, 500, 30, 10, "tanh"), "sigma", sigma_w=sw, sigma_b=sb, seed=0).double()
+    model = initialize(ffnn(100, 500, 30, 10, "tanh"), "sigma", sigma_w=sw, sigma_b=sb, seed=0).double()
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(64, 100, generator=gen, dtype=torch.float64)
     y = torch.randint(0, 10, (64,), generator=gen)
@@ -271,8 +271,8 @@ def test_rp_vgg16_is_the_authors_and_is_pruned_without_its_batch_norms():
     assert all(torch.equal(a, b) for a, b in zip(masks.values(), expected.values()))
     with_bn = masks_from_scores(snip_scores(model, x, y), 0.1)  # what scoring with BN present keeps
     assert any(not torch.equal(a, b) for a, b in zip(masks.values(), with_bn.values()))
-    ffnn = FFNN(4, 4, 1, 2)
-    assert isinstance(model, VGG16) and pruning_view(ffnn) is ffnn
+    fc = ffnn(4, 4, 1, 2)
+    assert isinstance(model, VGG16) and pruning_view(fc) is fc
 
 
 def test_row_shuffled_keeps_every_units_count_and_moves_the_weights():
@@ -298,7 +298,7 @@ def test_rescaled_net_with_a_mask_independent_of_it_is_back_on_the_edge_of_chaos
     x = torch.randn(64, 100, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     chis, pruned = [], []
     for seed in range(2):
-        model = initialize(FFNN(100, 150, 30, 10, "tanh"), "sigma", sigma_w=sigma_w, sigma_b=0.2, seed=seed).double()
+        model = initialize(ffnn(100, 150, 30, 10, "tanh"), "sigma", sigma_w=sigma_w, sigma_b=0.2, seed=seed).double()
         masks = prune(model, "random", 0.3, seed=seed)
         apply_masks(model, masks)
         pruned.append(chi_empirical(model, x))
@@ -335,7 +335,7 @@ def test_measured_chi_of_a_dense_net_is_the_mean_field_chi_in_every_phase(sigma_
     from reluinit.pruning import chi_empirical
 
     x = torch.randn(64, 100, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    model = initialize(FFNN(100, 200, 100, 10, "tanh"), "sigma", sigma_w=sigma_w, sigma_b=0.2, seed=1).double()
+    model = initialize(ffnn(100, 200, 100, 10, "tanh"), "sigma", sigma_w=sigma_w, sigma_b=0.2, seed=1).double()
     assert chi_empirical(model, x) == pytest.approx(chi(sigma_w, 0.2, "tanh"), rel=0.03)
 
 
@@ -367,3 +367,24 @@ def test_a_new_pruner_is_a_class_and_a_name():
         assert p is None or p in pruning.PRUNERS
     with pytest.raises(ValueError, match="unknown pruning method 'obd'"):
         pruning.prune(model, "obd", 0.5)
+
+
+def test_masks_on_disk_are_bits_that_come_back_exactly(tmp_path):
+    """``save_masks`` stores each mask at one bit per weight; ``load_masks`` returns the same masks
+    and facts; the digest that keys a training checkpoint changes with any one bit."""
+    model = models.initialize(models.build("cnn", 10, (1, 8, 8), width=6, depth=3), "he", seed=1)
+    masks, s_cr = pruning.prune_with_s_cr(model, "magnitude", 0.3)
+    runs = {"a": {"masks": masks, "net_seed": 7, "s_cr": s_cr}, "dense": {"masks": None}}
+    pruning.save_masks(runs, tmp_path / "m.pt")
+    back = pruning.load_masks(tmp_path / "m.pt")
+    assert list(back["a"]["masks"]) == list(masks) and back["dense"]["masks"] is None
+    assert all(torch.equal(back["a"]["masks"][n], m) for n, m in masks.items()) and back["a"]["net_seed"] == 7
+    n_weights = sum(m.numel() for m in masks.values())
+    assert (tmp_path / "m.pt").stat().st_size < n_weights / 8 + 4000  # bits, not bytes
+    facts = pruning.mask_facts(back)
+    assert set(facts["run"]) == {"a"} and facts["kept"].sum() == round(0.3 * n_weights)
+    assert facts["achieved_sparsity"].iloc[0] == pytest.approx(0.7, abs=1e-3) and 0 < s_cr < 1
+    flipped = {n: m.clone() for n, m in masks.items()}
+    first = next(iter(flipped))
+    flipped[first].view(-1)[0] ^= True
+    assert pruning.masks_digest(flipped) != pruning.masks_digest(masks) == pruning.masks_digest(back["a"]["masks"])

@@ -35,7 +35,7 @@ def test_line_regions_equal_dense_sampling(activation):
 def test_pieces_merge_intervals_with_the_same_affine_map():
     # A dead second layer makes the output constant: many regions, one linear piece.
     net = sample_mlp([2, 8, 3, 1], "he", readout=True, bias_std=0.3, seed=3, dtype=F64)
-    net.biases[1] = torch.full((3,), -100.0, dtype=F64)
+    net.biases[1].data.fill_(-100.0)
     split = split_lines(net, *_lines(4, 2, seed=2))
     assert (split.regions() > 1).any()
     assert (split.pieces() == 1).all()
@@ -125,7 +125,7 @@ def _trained(widths, seed, steps=100):
     opt = torch.optim.Adam(params, lr=1e-2)
     for _ in range(steps):
         opt.zero_grad()
-        torch.nn.functional.cross_entropy(net.forward(x)[1], y).backward()
+        torch.nn.functional.cross_entropy(net(x), y).backward()
         opt.step()
     for p in params:
         p.requires_grad_(False)

@@ -8,6 +8,7 @@ import torch
 from reluinit.catalogue import get
 from reluinit.experiments import tg_train
 from reluinit.models import build, initialize
+from reluinit.nets import MLP, Activation
 from reluinit.training import DeviceData, Recipe, fit
 from reluinit import datasets
 
@@ -31,14 +32,17 @@ def _model(sigma_w=2.0, width=16, depth=4, seed=0):
     return model
 
 
-def test_conversion_gives_the_same_outputs():
-    model = _model().double()
+def test_the_trained_model_is_the_measured_net():
+    """One description: the FFNN that trains is a ``nets.MLP``; its float64 copy is what the lines
+    are measured on, with the same outputs, and a copy (the model is untouched)."""
+    model = _model()
     x = torch.randn(9, 1, 8, 8, dtype=torch.float64)
-    net = tg_train.to_mlp(model)
-    assert net.readout and net.n_hidden == 4 and net.widths == [64, 16, 16, 16, 16, 10]
-    assert torch.allclose(net.forward(x.flatten(1))[1], model(x), atol=1e-12)
-    net.weights[0][0, 0] += 1.0  # a copy: the model is untouched
-    assert torch.allclose(tg_train.to_mlp(model).forward(x.flatten(1))[1], model(x), atol=1e-12)
+    net = model.astype(torch.float64)
+    assert isinstance(model, MLP) and net.readout and net.n_hidden == 4 and net.widths == [64, 16, 16, 16, 16, 10]
+    assert torch.allclose(net.preactivations(x.flatten(1))[1], model.double()(x), atol=1e-12)
+    with torch.no_grad():
+        net.weights[0][0, 0] += 1.0
+    assert torch.allclose(model.astype(torch.float64)(x), model(x), atol=1e-12)
 
 
 def test_growth_factor_equals_brute_force_on_a_trained_net():
@@ -47,16 +51,16 @@ def test_growth_factor_equals_brute_force_on_a_trained_net():
     run, _ = tg_train.train_to_target(model, data, data, Recipe(optimizer="adam", lr=0.003, batch_size=64, epochs=1,
                                                                 schedule="constant"), 2.0, seed=0, checkpoint=None)
     x0, x1 = data.x[0].flatten().double(), data.x[5].flatten().double()
-    got = tg_train.line_growth(tg_train.to_mlp(model), x0, x1, 2000)
+    got = tg_train.line_growth(model.astype(torch.float64), x0, x1, 2000)
     # brute force: the float64 torch model's hidden activations at 2001 points of the line
     m = model.double()
     z = x0 + torch.linspace(0, 1, 2001, dtype=torch.float64)[:, None] * (x1 - x0)
     norms, ratios = [torch.linalg.vector_norm(z[1:] - z[:-1], dim=1)], []
     h = z
-    for layer in list(m)[1:-1]:
+    for layer in m.sequence()[:-1]:  # every hidden layer and its activation, not the readout
         with torch.no_grad():
             h = layer(h)
-        if isinstance(layer, torch.nn.ReLU):
+        if isinstance(layer, Activation):
             norms.append(torch.linalg.vector_norm(h[1:] - h[:-1], dim=1))
             ok = norms[-2] > 0
             ratios.append(float((norms[-1][ok] / norms[-2][ok]).mean()))
@@ -70,7 +74,7 @@ def test_growth_factor_equals_brute_force_on_a_trained_net():
 
 def test_sigma_w_of_an_untrained_net_is_the_initial_one():
     for sigma_w in (0.5, 2.0, 4.0):
-        net = tg_train.to_mlp(_model(sigma_w, width=64, depth=6, seed=int(10 * sigma_w)))
+        net = _model(sigma_w, width=64, depth=6, seed=int(10 * sigma_w))
         assert tg_train.sigma_w_of(net) == pytest.approx(sigma_w, rel=0.03)
         assert tg_train.sigma_b_of(net) == pytest.approx(0.1, rel=0.3)
 

@@ -22,7 +22,7 @@ def test_training_learns_and_checkpoints_round_trip(tmp_path):
     loaded = lr_train.load(tmp_path / "net.pt")  # weights_only=True
     net = lr_train.restore(loaded[-1])
     x = torch.rand(7, 64, dtype=torch.float64)
-    assert torch.equal(net.forward(x)[1], lr_train.restore(states[-1]).forward(x)[1])
+    assert torch.equal(net(x), lr_train.restore(states[-1])(x))
 
 
 def test_same_seed_same_net():
@@ -146,7 +146,7 @@ def test_step_schedule_and_best_epoch_bookkeeping():
     assert Recipe(lr=1.0, schedule=[2, 4]).lr_at(5, 10) == pytest.approx(0.01)
     model, train, test = _tiny()
     run = fit(model, train, test, Recipe(optimizer="adam", lr=1e-2, epochs=3, batch_size=64, schedule="constant"),
-              seed=2, on_epoch=lambda e, m: [{"weight_norm": float(m[1].weight.norm())}])
+              seed=2, on_epoch=lambda e, m: [{"weight_norm": float(m.layers[0].weight.norm())}])
     s = run.summary()
     assert s["best_test_acc"] == max(r["test_acc"] for r in run.history) > 0.8
     assert [m["epoch"] for m in run.measures] == [0, 1, 2, 3]

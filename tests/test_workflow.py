@@ -13,6 +13,7 @@ import yaml
 from conftest import ROOT, snakemake
 from reluinit import catalogue, claims
 from reluinit.config import settings
+from reluinit.pruning import load_masks
 
 CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
 
@@ -69,6 +70,17 @@ def test_paper_scale_dry_run_lists_the_catalogue_jobs(workdir):
     for alpha in (0.1, 0.5, 0.9):
         tg = re.search(rf"TG-F2 \[alpha{alpha:g}\] at the paper scale.*", out).group(0)
         assert "'width': 784" in tg and "'n_nets': 100" in tg and "'n_pieces': 10000" in tg
+
+
+def test_pruning_is_a_rule_between_the_data_and_training(workdir):
+    """The chain fetch -> prune -> train -> figure of an RP table, in the paper scale's rule graph;
+    RP-F2 measures masks too, without training."""
+    for target, after in (("rp_t1", "train_part"), ("rp_f2", "measure")):
+        run = snakemake(target, "--rulegraph", cwd=workdir)
+        assert run.returncode == 0, run.stderr[-2000:]
+        nodes = dict(re.findall(r'(\d+)\[label = "(\w+)"', run.stdout))
+        edges = {(nodes[a], nodes[b]) for a, b in re.findall(r"^\s*(\d+) -> (\d+)$", run.stdout, re.M)}
+        assert {("fetch_torchvision", "prune"), ("prune", after), (after, f"figure_{target}")} <= edges, edges
 
 
 def test_slurm_profile_dry_run(workdir):
@@ -164,6 +176,19 @@ def test_quick_scale_builds_every_target(workdir):
         assert {"epoch", "test_acc", "final_test_acc", "best_test_acc", "run_diverged"} <= set(table.columns), exp
         runs = table.dropna(subset=["final_test_acc"])  # measurement rows (kind != epoch) have none
         assert len(runs) and (runs["best_test_acc"] >= runs["final_test_acc"]).all(), exp
+    # Pruning is its own job: a training job of pruned runs reads its part's masks, and the masks on
+    # disk give RP-F2's kept share of every layer.
+    summary = snakemake("all", "--detailed-summary", "--config", "scale=quick", cwd=workdir)
+    trains = [line.split("\t") for line in summary.stdout.splitlines() if "\ttrain_part\t" in line]
+    rp = [row for row in trains if "/RP/RP-T1/" in row[0]]
+    assert rp and all(row[0].replace("RP-T1/", "RP-T1/masks/").replace(".csv", ".pt") in row[4] for row in rp), rp
+    f2 = pd.read_csv(results / "RP" / "RP-F2.csv")
+    for part, rows in f2.groupby("part"):
+        masks = load_masks(results / "RP" / "RP-F2" / "masks" / f"{part}.pt")[part]["masks"]
+        kept = [100 * float(m.double().mean()) for m in masks.values()]
+        assert kept == pytest.approx(list(rows.sort_values("layer")["kept_percent"]), abs=1e-12), part
+        facts = pd.read_csv(results / "RP" / "RP-F2" / "masks" / f"{part}.csv")
+        assert list(facts["kept"]) == [int(m.sum()) for m in masks.values()] and facts["s_cr"].between(0, 1).all()
     t2 = pd.read_csv(results / "RP" / "RP-T2.csv")
     assert set(t2["method"]) == {"random", "mbp", "snip", "grasp", "grasp_sr", "synflow", "sbp_sr"}
     assert (t2.groupby("run")["epoch"].max() == 2).all() and t2["seconds"].notna().all()

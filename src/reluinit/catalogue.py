@@ -39,13 +39,16 @@ def paper_of(exp_id: str) -> str:
 class Entry:
     """One catalogue id: where it is in its paper, what it shows, and where its code is: functions
     ``parts``, ``measure``, ``figure``, ``summary`` (and ``trained``) of ``reluinit.experiments.<module>``.
-    ``trains``: its jobs train nets (rule ``train_part``); ``source``: it plots another id's runs."""
+    ``trains``: its jobs train nets (rule ``train_part``); ``masks``: the function that prunes each
+    part's nets (rule ``prune``), whose file its ``measure`` reads; ``source``: it plots another id's
+    runs."""
     place: str
     module: str
     functions: tuple[str, str, str, str]
     shows: str
     trains: bool = False
     trained: str | None = None
+    masks: str | None = None
     source: str | None = None
 
 
@@ -62,6 +65,7 @@ class Experiment:
     figure: Callable
     summary: Callable
     trained: Callable[[dict, str], list[tuple[str, str, int]]] = lambda settings, key: []
+    masks: Callable | None = None
     trains: bool = False
     source: str | None = None
 
@@ -79,7 +83,8 @@ def get(exp_id: str) -> Experiment:
         raise KeyError(f"no experiment {exp_id!r} in the catalogue; known: {sorted(ENTRIES)}") from None
     module = importlib.import_module(f"{__package__}.experiments.{entry.module}")
     parts, measure, figure, summary = (getattr(module, name) for name in entry.functions)
-    extra = {"trained": getattr(module, entry.trained)} if entry.trained else {}
+    extra = {role: getattr(module, name) for role, name in (("trained", entry.trained), ("masks", entry.masks))
+             if name}
     return Experiment(exp_id, parts, measure, figure, summary, trains=entry.trains, source=entry.source, **extra)
 
 
@@ -87,8 +92,8 @@ def code_names(exp_id: str) -> dict[str, str]:
     """``{"measure": "reluinit.experiments.tg.f2_measure", "figure": ...}``: where to read an id's code
     (the figure rules' messages say it)."""
     entry = ENTRIES[exp_id]
-    return {role: f"{__package__}.experiments.{entry.module}.{name}"
-            for role, name in zip(("parts", "measure", "figure", "summary"), entry.functions)}
+    roles = list(zip(("parts", "measure", "figure", "summary"), entry.functions)) + [("masks", entry.masks)]
+    return {role: f"{__package__}.experiments.{entry.module}.{name}" for role, name in roles if name}
 
 
 def _order(exp_id: str):
@@ -260,40 +265,40 @@ ENTRIES = {
           "Share of incoming weights each neuron keeps after SBP at 70% sparsity, at the edge of "
           "chaos vs in the chaotic phase."),
     "RP-F2": _e("Figure 2", "rp", "f2_parts f2_measure f2_figure f2_summary",
-          "Percent of weights kept per layer after SBP: ResNet32 vs Stable ResNet32."),
+          "Percent of weights kept per layer after SBP: ResNet32 vs Stable ResNet32.", masks="f2_masks"),
     "RP-F3": _e("Figure 3", "rp_train", "heat_parts heat_measure heat_figure heat_summary",
           "Test accuracy over depth × sparsity of tanh FFNNs on MNIST: EOC with rescaling, EOC, "
           "ordered phase.",
-          trains=True),
+          trains=True, masks="heat_masks"),
     "RP-F4": _e("Figure 4 (appendix)", "rp", "f2_parts f2_measure f4_figure f2_summary",
-          "RP-F2 as the percent pruned per layer."),
+          "RP-F2 as the percent pruned per layer.", masks="f2_masks"),
     "RP-F5": _e("Figure 5 (appendix)", "rp_train", "heat_parts heat_measure heat_figure heat_summary",
           "RP-F3 for ELU and tanh.",
-          trains=True),
+          trains=True, masks="heat_masks"),
     "RP-T1": _e("Table 1", "rp_train", "accuracy_parts accuracy_measure accuracy_figure accuracy_summary",
           "CIFAR-10 accuracy of SNIP vs SBP-SR on ResNet32/50/104 at 90 to 99.9% sparsity.",
-          trains=True),
+          trains=True, masks="accuracy_masks"),
     "RP-T2": _e("Table 2", "rp_train", "accuracy_parts accuracy_measure accuracy_figure accuracy_summary",
           "CIFAR-10 and CIFAR-100 accuracy of every pruner at 90, 95 and 98% sparsity.",
-          trains=True),
+          trains=True, masks="accuracy_masks"),
     "RP-T3": _e("Table 3", "rp_train", "accuracy_parts accuracy_measure accuracy_figure accuracy_summary",
           "The same on Tiny ImageNet at 85, 90 and 95%.",
-          trains=True),
+          trains=True, masks="accuracy_masks"),
     "RP-T4": _e("Table 4", "rp_train", "t4_parts t4_measure t4_figure t4_summary",
           "A vanilla CNN on MNIST at 50% sparsity: ordered, EOC, EOC with rescaling.",
-          trains=True),
+          trains=True, masks="t4_masks"),
     "RP-T5": _e("Table 5", "rp_train", "accuracy_parts accuracy_measure accuracy_figure accuracy_summary",
           "VGG16 and 3xVGG16 on CIFAR-10: SNIP, SynFlow, EOC with rescaling.",
-          trains=True),
+          trains=True, masks="accuracy_masks"),
     "RP-T7": _e("Table 7 (appendix)", "rp", "t7_parts t7_measure t7_figure t7_summary",
           "Critical sparsity of magnitude pruning vs Proposition 4's bound, first layer's "
           "variance divided by γ."),
     "RP-T8": _e("Table 8 (appendix)", "rp_train", "accuracy_parts accuracy_measure accuracy_figure accuracy_summary",
           "ResNet50 on ImageNet, 90 epochs.",
-          trains=True),
+          trains=True, masks="accuracy_masks"),
     "RP-T9": _e("Table 9 (appendix)", "rp_train", "accuracy_parts accuracy_measure accuracy_figure accuracy_summary",
           "ReLU vs tanh ResNets on CIFAR-10, SBP-SR vs SNIP, 90 to 99.9%.",
-          trains=True),
+          trains=True, masks="accuracy_masks"),
     "RP-Th1": _e("Section 2, Theorem 1", "rp", "th1_parts th1_measure th1_figure th1_summary",
           "Critical sparsity of SBP in the ordered phase (κ = 0.2, L = N = 100) vs the theorem's "
           "bound."),

@@ -38,7 +38,7 @@ def sweep(net: MLP, w1: torch.Tensor, x: torch.Tensor, layer: int, readouts: tor
     back around the circle in ``n_steps`` steps; label the inputs ``x [s, n_0]`` with
     ``sign(readouts[d] . z(d))`` after every deeper layer."""
     act = ACTIVATIONS[net.activation]
-    weights, biases = net.effective_weights(), net.biases
+    weights, biases = net.weights, net.biases
     dtype, device = weights[0].dtype, weights[0].device
     x = x.to(device=device, dtype=dtype)
     s, n_layers = len(x), net.n_hidden

@@ -1,4 +1,4 @@
-"""The torch models RP prunes: FFNN, a vanilla CNN, VGG16 (and 3x wide), CIFAR ResNets with doubled
+"""The torch models RP prunes: FFNN (a ``nets.MLP``), a vanilla CNN, VGG16 (and 3x wide), CIFAR ResNets with doubled
 filters and their Stable variants; and the initializations (He, Glorot, any (sigma_w, sigma_b)).
 
 Choices:
@@ -25,6 +25,8 @@ import math
 import torch
 from torch import nn
 
+from .nets import MLP
+
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "hardtanh": nn.Hardtanh}
 
 
@@ -35,15 +37,11 @@ def _act(name: str) -> nn.Module:
         raise ValueError(f"unknown activation {name!r}; known: {sorted(ACTIVATIONS)}") from None
 
 
-class FFNN(nn.Sequential):
-    """Fully connected: ``depth`` hidden layers of ``width`` units, then a linear readout."""
-
-    def __init__(self, n_in: int, width: int, depth: int, n_out: int, activation: str = "relu", bias: bool = True):
-        layers: list[nn.Module] = [nn.Flatten()]
-        for i in range(depth):
-            layers += [nn.Linear(n_in if i == 0 else width, width, bias=bias), _act(activation)]
-        layers.append(nn.Linear(width if depth else n_in, n_out, bias=bias))
-        super().__init__(*layers)
+def ffnn(n_in: int, width: int, depth: int, n_out: int, activation: str = "relu", bias: bool = True) -> MLP:
+    """Fully connected: ``depth`` hidden layers of ``width`` units, then a linear readout; a
+    ``nets.MLP``, the one description of such a net, with torch's default layers until
+    ``initialize`` draws them."""
+    return MLP.fresh([n_in] + [width] * depth + [n_out], activation, readout=True, bias=bias)
 
 
 class VanillaCNN(nn.Sequential):
@@ -192,7 +190,7 @@ def build(name: str, n_out: int, in_shape: tuple[int, ...], activation: str = "r
     """A model by name: ``ffnn``, ``cnn``, ``vgg16``, ``vgg16x3``, ``resnet<d>``, ``stable_resnet<d>``,
     ``epconv``, ``epconv_bn`` and (RP-T8) ``resnet50_imagenet``."""
     if name == "ffnn":
-        return FFNN(math.prod(in_shape), kw["width"], kw["depth"], n_out, activation)
+        return ffnn(math.prod(in_shape), kw["width"], kw["depth"], n_out, activation)
     if name == "cnn":
         return VanillaCNN(in_shape[0], kw["width"], kw["depth"], n_out, activation, kw.get("padding", "circular"))
     if name in ("vgg16", "vgg16x3"):

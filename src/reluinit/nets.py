@@ -8,15 +8,16 @@ measured at initialization, pruned and trained, so every paper reads it the same
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
+from torch import nn
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": torch.relu,
     "tanh": torch.tanh,
     "hardtanh": torch.nn.functional.hardtanh,
+    "elu": torch.nn.functional.elu,
     "linear": lambda z: z,
 }
 
@@ -46,37 +47,59 @@ INITS: dict[str, InitStd] = {
 }
 
 
-@dataclass
-class MLP:
-    """A fully connected net: ``h_l = act(W_l h_{l-1} + b_l)``, the readout (if any) linear."""
+class MLP(nn.Module):
+    """A fully connected net: ``h_l = act(W_l h_{l-1} + b_l)``, the readout (if any) linear.
 
-    weights: list[torch.Tensor]
-    biases: list[torch.Tensor]
-    activation: str = "relu"
-    readout: bool = False
-    masks: list[torch.Tensor] | None = field(default=None)
+    The one description of a fully connected net: sampled here (``sample_mlp``), built by
+    ``models.build("ffnn")`` for training, pruned through its ``nn.Linear`` layers (a mask
+    parametrization shows in ``weights``), and measured through ``weights``, ``biases`` and
+    ``preactivations`` whichever it is: a random net, a pruned net or a trained one.
+
+    Weights given as tensors are held, not copied, and do not require grad (a measured net builds
+    no graph); ``requires_grad_(True)`` makes them trainable.
+    """
+
+    def __init__(self, weights: list[torch.Tensor], biases: list[torch.Tensor | None], activation: str = "relu",
+                 readout: bool = False):
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {activation!r}; known: {sorted(ACTIVATIONS)}")
+        self.activation, self.readout = activation, readout
+        self.layers = nn.ModuleList(_linear(w, b) for w, b in zip(weights, biases))
+
+    @classmethod
+    def fresh(cls, widths: list[int], activation: str = "relu", readout: bool = True, bias: bool = True) -> "MLP":
+        """Layers of torch's default initialization (to be re-initialized, ``models.initialize``):
+        what ``models.build("ffnn")`` trains."""
+        net = cls([], [], activation, readout)
+        net.layers = nn.ModuleList(nn.Linear(a, b, bias=bias) for a, b in zip(widths[:-1], widths[1:]))
+        return net
+
+    @property
+    def weights(self) -> list[torch.Tensor]:
+        """``W_l`` of every layer, masked where a pruning mask is applied (``pruning.apply_masks``)."""
+        return [layer.weight for layer in self.layers]
+
+    @property
+    def biases(self) -> list[torch.Tensor | None]:
+        return [layer.bias for layer in self.layers]
 
     @property
     def widths(self) -> list[int]:
         """Input width followed by every layer's output width."""
-        return [self.weights[0].shape[1]] + [w.shape[0] for w in self.weights]
+        return [self.layers[0].in_features] + [layer.out_features for layer in self.layers]
 
     @property
     def n_hidden(self) -> int:
-        return len(self.weights) - int(self.readout)
+        return len(self.layers) - int(self.readout)
 
-    def to(self, dtype: torch.dtype) -> "MLP":
-        """The same net in another float type (a net drawn in float64 and measured in float32
+    def astype(self, dtype: torch.dtype) -> "MLP":
+        """A detached copy in another float type (a net drawn in float64 and measured in float32
         is the same net as its float64 original, up to rounding)."""
-        cast = lambda ts: None if ts is None else [t.to(dtype) for t in ts]  # noqa: E731
-        return MLP(cast(self.weights), cast(self.biases), self.activation, self.readout, cast(self.masks))
+        cast = lambda t: None if t is None else t.detach().to(dtype).clone()  # noqa: E731
+        return MLP([cast(w) for w in self.weights], [cast(b) for b in self.biases], self.activation, self.readout)
 
-    def effective_weights(self) -> list[torch.Tensor]:
-        if self.masks is None:
-            return self.weights
-        return [w * m for w, m in zip(self.weights, self.masks)]
-
-    def forward(self, x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
+    def preactivations(self, x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
         """Pre-activations of the hidden layers and the output, for a batch ``x [B, n_0]``.
 
         The output is the readout's value if there is one, else the last hidden activation.
@@ -84,13 +107,47 @@ class MLP:
         act = ACTIVATIONS[self.activation]
         h = x
         preacts = []
-        for l, (w, b) in enumerate(zip(self.effective_weights(), self.biases)):
-            a = torch.addmm(b, h, w.T)
-            if self.readout and l == len(self.weights) - 1:
+        for l, (w, b) in enumerate(zip(self.weights, self.biases)):
+            a = h @ w.T if b is None else torch.addmm(b, h, w.T)
+            if self.readout and l == len(self.layers) - 1:
                 return preacts, a
             preacts.append(a)
             h = act(a)
         return preacts, h
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The output for a batch of inputs of any shape (flattened), as a model trains it."""
+        return self.preactivations(x.flatten(1))[1]
+
+    def sequence(self) -> list[nn.Module]:
+        """The net as modules in order, each layer then its activation (none after a readout),
+        sharing this net's parameters: what is measured stage by stage."""
+        out: list[nn.Module] = []
+        for l, layer in enumerate(self.layers):
+            out.append(layer)
+            if not (self.readout and l == len(self.layers) - 1):
+                out.append(Activation(self.activation))
+        return out
+
+
+class Activation(nn.Module):
+    """An activation of ``ACTIVATIONS`` by name, as a module (the stages of a net, ``stages``)."""
+
+    def __init__(self, name: str):
+        super().__init__()
+        self.name = name
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ACTIVATIONS[self.name](x)
+
+
+def _linear(w: torch.Tensor, b: torch.Tensor | None) -> nn.Linear:
+    """An ``nn.Linear`` holding ``w`` and ``b`` themselves (no default draw, no copy)."""
+    layer = nn.utils.skip_init(nn.Linear, w.shape[1], w.shape[0], bias=b is not None, device="meta")
+    layer.weight = nn.Parameter(w, requires_grad=False)
+    if b is not None:
+        layer.bias = nn.Parameter(b, requires_grad=False)
+    return layer
 
 
 def parse_arch(arch: str) -> list[int]:

@@ -55,7 +55,7 @@ def _forward_with_grad(net: MLP, x: torch.Tensor) -> tuple[list[torch.Tensor], t
     # The weights are leaves without grad; make the pre-activations the differentiation
     # targets by letting x carry a graph through them.
     x = x.detach().requires_grad_(True)
-    return net.forward(x)
+    return net.preactivations(x)
 
 
 def distortion(ratio: torch.Tensor) -> torch.Tensor:

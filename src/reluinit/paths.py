@@ -9,6 +9,8 @@ is that tree (``results/quick`` or ``results/paper``):
 
     results/<PAPER>/<ID>.csv            tidy table of one experiment (all its jobs combined)
     results/<PAPER>/<ID>/<part>.csv     one job's rows
+    results/<PAPER>/<ID>/masks/<part>.pt  one job's pruning masks, bit-packed (rule `prune`)
+    results/<PAPER>/<ID>/masks/<part>.csv what they do: kept fraction per layer, s_cr, collapse
     results/figures/<ID>.pdf|.png       the catalogue figure
     results/figures/<ID>.json           the scale and settings its table was built with
     results/reports/<PAPER>.ipynb|.html executed notebook of one paper
@@ -45,6 +47,11 @@ def existing_table(results: str, exp: str) -> str:
 
 def part(results: str, exp: str, key: str, paper: str | None = None) -> str:
     return f"{results}/{paper or paper_of(exp)}/{exp}/{key}.csv"
+
+
+def masks(results: str, exp: str, key: str, paper: str | None = None, ext: str = "pt") -> str:
+    """One part's pruning masks (``pt``) or their facts (``csv``), written by the ``prune`` rule."""
+    return f"{results}/{paper or paper_of(exp)}/{exp}/masks/{key}.{ext}"
 
 
 def figures(results: str, exp: str) -> list[str]:

@@ -27,6 +27,7 @@ from torch.func import functional_call
 from torch.nn.utils import parametrize
 
 from .models import pruning_view, weight_layers
+from .nets import MLP
 
 Masks = dict[str, torch.Tensor]
 
@@ -139,8 +140,11 @@ class Pruner:
     def scores(self, model: nn.Module, *, x, y, in_shape, seed: int, temperature: float) -> dict[str, torch.Tensor]:
         raise NotImplementedError
 
-    def masks(self, model: nn.Module, density: float, *, rounds: int = 100, **data) -> Masks:
-        return masks_from_scores(self.scores(model, **data), density)
+    def masks(self, model: nn.Module, density: float, *, rounds: int = 100, **data) -> tuple[Masks, float]:
+        """The masks at ``density`` and the critical sparsity of the scores (NaN for an iterative
+        method, whose scores change as it prunes)."""
+        scores = self.scores(model, **data)
+        return masks_from_scores(scores, density), critical_sparsity(scores)
 
 
 PRUNERS: dict[str, Pruner] = {}
@@ -182,20 +186,28 @@ class Grasp(Pruner):
 @pruner("synflow")
 class SynFlow(Pruner):
     def masks(self, model, density, *, rounds: int = 100, in_shape=None, **_):
-        return synflow_masks(model, in_shape, density, rounds)
+        return synflow_masks(model, in_shape, density, rounds), float("nan")
 
 
-def prune(model: nn.Module, method: str, density: float, *, x=None, y=None, in_shape=None, seed: int = 0,
-          rounds: int = 100, temperature: float = 200.0) -> Masks:
-    """Masks of ``method`` (a name in ``PRUNERS``) at ``density`` (the fraction of weights kept),
-    scored on the model's ``pruning_view`` (a VGG16 without its batch norms, as the RP authors prune
-    it) and keyed by the model's own layer names."""
+def prune(model: nn.Module, method: str, density: float, **kw) -> Masks:
+    """Masks of ``method`` (a name in ``PRUNERS``) at ``density`` (the fraction of weights kept):
+    ``prune_with_s_cr`` without the critical sparsity."""
+    return prune_with_s_cr(model, method, density, **kw)[0]
+
+
+def prune_with_s_cr(model: nn.Module, method: str, density: float, *, x=None, y=None, in_shape=None,
+                    seed: int = 0, rounds: int = 100, temperature: float = 200.0) -> tuple[Masks, float]:
+    """Masks of ``method`` at ``density``, scored on the model's ``pruning_view`` (a VGG16 without its
+    batch norms, as the RP authors prune it) and keyed by the model's own layer names; and the
+    critical sparsity s_cr of its scores (the largest sparsity with no layer emptied; NaN for
+    SynFlow)."""
     if method not in PRUNERS:
         raise ValueError(f"unknown pruning method {method!r}; known: {', '.join(PRUNERS)}")
     view = pruning_view(model)
     if view is not model:
-        return masks_for(model, view, prune(view, method, density, x=x, y=y, in_shape=in_shape, seed=seed,
-                                            rounds=rounds, temperature=temperature))
+        masks, s_cr = prune_with_s_cr(view, method, density, x=x, y=y, in_shape=in_shape, seed=seed, rounds=rounds,
+                                      temperature=temperature)
+        return masks_for(model, view, masks), s_cr
     return PRUNERS[method].masks(model, density, rounds=rounds, x=x, y=y, in_shape=in_shape, seed=seed,
                                  temperature=temperature)
 
@@ -267,6 +279,77 @@ def sparsity(masks: Masks) -> float:
     return 1 - sum(int(m.sum()) for m in masks.values()) / total
 
 
+# --- masks on disk: the `prune` rule's output, read by training jobs and RP-F2/F4 -------------------
+
+
+def pack(masks: Masks) -> dict:
+    """Masks as bits (``numpy.packbits``, 1/8 of a bool tensor) with their shapes, in layer order."""
+    import numpy as np
+
+    return {"names": list(masks), "shapes": [list(m.shape) for m in masks.values()],
+            "bits": [torch.from_numpy(np.packbits(m.detach().cpu().numpy().ravel())) for m in masks.values()]}
+
+
+def unpack(packed: dict, device: str | torch.device = "cpu") -> Masks:
+    import math
+
+    import numpy as np
+
+    out = {}
+    for name, shape, bits in zip(packed["names"], packed["shapes"], packed["bits"]):
+        flat = np.unpackbits(bits.numpy(), count=math.prod(shape)).astype(bool)
+        out[name] = torch.from_numpy(flat).view(*shape).to(device)
+    return out
+
+
+def masks_digest(masks: Masks | None) -> str | None:
+    """A short hash of masks (names, shapes, bits): what a training checkpoint records, so a run
+    trained under other masks is never resumed under these."""
+    import hashlib
+
+    if not masks:
+        return None
+    digest = hashlib.sha256()
+    packed = pack(masks)
+    for name, shape, bits in zip(packed["names"], packed["shapes"], packed["bits"]):
+        digest.update(f"{name}{shape}".encode())
+        digest.update(bits.numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def save_masks(runs: dict[str, dict], path) -> None:
+    """Write one job's masks: ``{run key: {"masks": Masks or None, **facts}}`` (facts: plain numbers
+    and words, e.g. the net's seed), bit-packed, loadable with ``torch.load(weights_only=True)``,
+    written atomically."""
+    from .training import save_checkpoint
+
+    save_checkpoint({key: {**{k: v for k, v in run.items() if k != "masks"},
+                           "masks": pack(run["masks"]) if run.get("masks") else None}
+                     for key, run in runs.items()}, path)
+
+
+def load_masks(path, device: str | torch.device = "cpu") -> dict[str, dict]:
+    """``save_masks``'s runs, the masks unpacked onto ``device`` (None for a run that is not pruned)."""
+    runs = torch.load(path, weights_only=True)
+    return {key: {**run, "masks": unpack(run["masks"], device) if run["masks"] else None}
+            for key, run in runs.items()}
+
+
+def mask_facts(runs: dict[str, dict]) -> pd.DataFrame:
+    """What a job's masks do, one row per (run, pruned layer): ``layer_table`` with the run's key,
+    its facts, its achieved sparsity and the number of layers it emptied (layer collapse)."""
+    tables = []
+    for key, run in runs.items():
+        if not run.get("masks"):
+            continue
+        t = layer_table(run["masks"])
+        facts = {k: v for k, v in run.items() if k != "masks"}
+        t = t.assign(**facts, achieved_sparsity=sparsity(run["masks"]), collapsed_layers=int(t["collapsed"].sum()))
+        t.insert(0, "run", key)
+        tables.append(t)
+    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=["run", "layer", "name"])
+
+
 # --- back to the edge of chaos (RP Proposition 1, Algorithm 1) ----------------------------------------
 
 
@@ -302,7 +385,7 @@ def rescale(model: nn.Module, masks: Masks, sigma_w: float | None = None) -> nn.
     return model
 
 
-def chi_empirical(model: nn.Sequential, x: torch.Tensor, skip: int = 5) -> float:
+def chi_empirical(model: MLP, x: torch.Tensor, skip: int = 5) -> float:
     """chi = f'(1) of a fully connected net, measured: the mean over layers (after ``skip``) of
     ‖J_l u‖^2 / ‖u‖^2, the growth of a tangent u of the inputs ``x`` through each hidden layer's
     Jacobian (forward-mode, exact). A finite difference x + eps u is not infinitesimal deep in a
@@ -313,7 +396,7 @@ def chi_empirical(model: nn.Sequential, x: torch.Tensor, skip: int = 5) -> float
     u = torch.randn(x.shape, generator=gen, dtype=x.dtype).to(x.device)
     h, u = x, u / u.norm(dim=-1, keepdim=True)
     ratios, last = [], None
-    for m in model:
+    for m in model.sequence():
         h, u = torch.func.jvp(m, (h,), (u,))
         if isinstance(m, nn.Linear):
             gap = (u**2).sum(dim=-1).mean()

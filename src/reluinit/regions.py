@@ -124,7 +124,7 @@ def split_lines(net: MLP, x0: torch.Tensor, x1: torch.Tensor, t_min: float = 0.0
     a, b = x0, x1 - x0
     patterns = []
     lengths_pre, lengths_post = [], []
-    weights = net.effective_weights()
+    weights = net.weights
     for l, (w, c) in enumerate(zip(weights, net.biases)):
         if max_intervals is not None and len(t0) > max_intervals:
             break
@@ -161,7 +161,7 @@ def split_lines(net: MLP, x0: torch.Tensor, x1: torch.Tensor, t_min: float = 0.0
 
 def activation_pattern(net: MLP, x: torch.Tensor) -> torch.Tensor:
     """Every hidden neuron's piece at each point ``x [P, n_0]``: ``[P, n_neurons]`` int8."""
-    preacts, _ = net.forward(x.to(net.weights[0]))
+    preacts, _ = net.preactivations(x.to(net.weights[0]))
     return torch.cat([_codes(z, net.activation) for z in preacts], dim=1)
 
 
@@ -182,7 +182,7 @@ def boundary_distance(net: MLP, x: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     jac = torch.eye(n0, dtype=x.dtype, device=x.device).expand(len(x), n0, n0)  # ∂h/∂x
     dists, normals = [], []
     kinks = torch.tensor(KINKS[net.activation], dtype=x.dtype, device=x.device)
-    hidden = list(zip(net.effective_weights(), net.biases))[: net.n_hidden]
+    hidden = list(zip(net.weights, net.biases))[: net.n_hidden]
     for w, c in hidden:
         z = torch.addmm(c, h, w.T)
         gz = torch.einsum("ij,pjk->pik", w, jac)  # ∂z/∂x, [P, n, n0]
@@ -241,7 +241,7 @@ def plane_regions(net: MLP, origin, e1, e2, half_side: float) -> list[list[Polyg
     polys = [(square, np.zeros(0, dtype=np.int8), o, np.stack([e1, e2], axis=1))]
     kinks = KINKS[net.activation]
     out = []
-    hidden = list(zip(net.effective_weights(), net.biases))[: net.n_hidden]
+    hidden = list(zip(net.weights, net.biases))[: net.n_hidden]
     for w, c in hidden:
         w, c = to_np(w), to_np(c)
         pieces = []

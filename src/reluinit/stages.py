@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from .models import NORMS, TrajReg, weight_layers
+from .nets import MLP
 from .training import evaluate
 from .trajectories import Arc, module_lengths
 
@@ -28,15 +29,15 @@ def stages(model: nn.Module) -> list[tuple[float, int, str, nn.Module]]:
     """(layer position, block, stage, module) of each stage whose output is measured (module doc):
     EP's conv net block by block (a block with a normalisation split before it), an FFNN hidden
     layer by hidden layer."""
-    children = list(model.children())
     out = []
-    if isinstance(children[0], nn.Flatten):  # FFNN: Flatten, (Linear, act) * depth, Linear
-        lins = [i for i, c in enumerate(children) if isinstance(c, nn.Linear)]
-        for b, i in enumerate(lins, start=1):
-            mods = children[:i + 2] if b == 1 else children[i:i + 2]
-            last = b == len(lins)
-            out.append((float(b), b, "readout" if last else "hidden", nn.Sequential(*mods)))
+    if isinstance(model, MLP):  # an FFNN: each layer with its activation, the readout alone
+        seq = model.sequence()
+        for b, layer in enumerate(model.layers, start=1):
+            i = next(k for k, m in enumerate(seq) if m is layer)
+            mods = ([nn.Flatten()] if b == 1 else []) + seq[i:i + 2 if b < len(model.layers) else i + 1]
+            out.append((float(b), b, "hidden" if b < len(model.layers) else "readout", nn.Sequential(*mods)))
         return out
+    children = list(model.children())
     for b, child in enumerate(children, start=1):
         if isinstance(child, nn.Sequential) and any(_is_norm(m) for m in child):
             mods = list(child)
@@ -74,7 +75,7 @@ def length_rows(model: nn.Module, path, n_pieces: int, in_shape, chunk: int = 25
 def _layer_blocks(model: nn.Module) -> dict[str, int]:
     """Name of each conv/linear layer -> its layer number (EP block for the conv net, 1.. for FFNN)."""
     names = [n for n, _ in weight_layers(model)]
-    if isinstance(next(iter(model.children())), nn.Flatten):
+    if isinstance(model, MLP):
         return {n: i for i, n in enumerate(names, start=1)}
     return {n: int(n.split(".")[0]) + 1 for n in names}
 

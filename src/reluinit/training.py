@@ -248,8 +248,9 @@ def load_checkpoint(path: str | Path, device="cpu") -> dict | None:
 
 
 # Bumped when what a checkpoint holds changes meaning: older checkpoints then start afresh
-# (3: RP's VGG16 became the authors', pruned without batch norm).
-CHECKPOINT_FORMAT = 3
+# (3: RP's VGG16 became the authors', pruned without batch norm; 4: fully connected nets are
+# ``nets.MLP``, their state under ``layers.<i>``, and RP's masks come from the `prune` job).
+CHECKPOINT_FORMAT = 4
 
 
 @dataclass

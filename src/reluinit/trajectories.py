@@ -186,7 +186,7 @@ def measure(net: MLP, path, n_pieces: int, chunk: int = 2047, transitions: bool 
     ``length_pre`` as NaN with ``pre=False`` (one pass fewer per layer: a growth sweep's only
     wanted numbers are ``growth`` and ``length``, and then the products are all that is left).
     """
-    weights, biases = net.effective_weights()[: net.n_hidden], net.biases[: net.n_hidden]
+    weights, biases = net.weights[: net.n_hidden], net.biases[: net.n_hidden]
     dtype, device = weights[0].dtype, weights[0].device
     count = transitions or patterns
     kinks = KINKS.get(net.activation) if count else None
@@ -258,7 +258,7 @@ def project_2d(net: MLP, path, n_points: int, layers: list[int], pre: bool = Tru
     directions: ``{layer: [n_points, 2]}``. Pre-activations by default (TG-F1, EP-F3)."""
     t = torch.linspace(0.0, 1.0, n_points, dtype=torch.float64, device=net.weights[0].device)
     z = path(t).to(net.weights[0].dtype)
-    preacts, _ = net.forward(z)
+    preacts, _ = net.preactivations(z)
     act = ACTIVATIONS[net.activation]
     images = {0: z, **{l: h if pre else act(h) for l, h in enumerate(preacts, start=1)}}
     out = {}

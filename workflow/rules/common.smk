@@ -40,6 +40,7 @@ PAPERS = sorted({catalogue.paper_of(e) for e in EXPERIMENTS})
 # Experiments that train run as `train_part` jobs (GPU, long); views plot another's table;
 # optional ones (RP-T8, ImageNet) are configured but left out of `all`.
 TRAINING = [e for e in EXPERIMENTS if catalogue.get(e).trains and not catalogue.get(e).source]
+PRUNING = [e for e in EXPERIMENTS if catalogue.get(e).masks and not catalogue.get(e).source]
 SOURCES = {e: catalogue.get(e).source for e in EXPERIMENTS if catalogue.get(e).source}
 for _view, _source in SOURCES.items():
     if _source not in EXPERIMENTS:
@@ -57,12 +58,24 @@ def train_settings(spec):
 
 
 def measure_inputs(w):
-    """Files a measurement job reads: checkpoints of the trained nets it measures, and the
-    fetch record of the dataset it draws inputs from (none at the quick scale)."""
+    """Files a measurement (or training) job reads: its part's pruning masks (an experiment that
+    prunes), checkpoints of the trained nets it measures, and the fetch record of the dataset it
+    draws inputs from (none at the quick scale)."""
     s = exp_settings(w.exp)
     trained = [paths.trained(RESULTS, *t) for t in catalogue.get(w.exp).trained(s, w.part)]
+    return masks_file(w) + trained + dataset_inputs(w)
+
+
+def dataset_inputs(w):
+    """The fetch records of the datasets an experiment's settings name (none at the quick scale)."""
+    s = exp_settings(w.exp)
     names = ([s["dataset"]] if "dataset" in s else []) + s.get("datasets", [])
-    return trained + [f for name in names for f in dataset_input(name)]
+    return [f for name in names for f in dataset_input(name)]
+
+
+def masks_file(w):
+    """The part's masks (written by the `prune` job) where the experiment prunes: ``[]`` or one path."""
+    return [paths.masks(RESULTS, w.exp, w.part)] if catalogue.get(w.exp).masks else []
 
 
 # --- code fingerprints: a job reruns when the library code it runs changes ---------------------
@@ -72,6 +85,11 @@ def measure_inputs(w):
 @functools.cache
 def measure_code(exp):
     return provenance.code_fingerprint(catalogue.get(exp).measure)
+
+
+@functools.cache
+def masks_code(exp):
+    return provenance.code_fingerprint(catalogue.get(exp).masks)
 
 
 def figure_code(exp):

@@ -8,6 +8,37 @@ wildcard_constraints:
     part="[A-Za-z0-9_=.-]+",
 
 
+rule prune:
+    """Prune one part's nets at initialization: the masks (bit-packed) and what they do, per layer."""
+    input:
+        dataset_inputs,
+    output:
+        masks=paths.masks(RESULTS, "{exp}", "{part}", paper="{paper}"),
+        facts=paths.masks(RESULTS, "{exp}", "{part}", paper="{paper}", ext="csv"),
+    wildcard_constraints:
+        exp=one_of(PRUNING),
+    params:
+        settings=lambda w: exp_settings(w.exp),
+        scale=SCALE,
+        device=config["device"],
+        code=lambda w: masks_code(w.exp),  # the library code it runs: edits rerun it
+        computes=lambda w: catalogue.code_names(w.exp)["masks"],
+    message:
+        "{wildcards.exp} [{wildcards.part}]: pruning at the {params.scale} scale by {params.computes} -> {output.masks}"
+    log:
+        log_file("{paper}/{exp}/masks/{part}"),
+    benchmark:
+        benchmark_file("{paper}/{exp}/masks/{part}")
+    threads: 1 if SCALE in ("quick", "smoke") else plan.MEASURE["threads"]
+    resources:
+        mem_mb=plan.MEASURE["mem_mb"],
+        runtime=plan.MEASURE["runtime"],
+    conda:
+        "../../envs/science.yaml"
+    script:
+        "../scripts/prune.py"
+
+
 rule measure:
     """Measure one part of a catalogue experiment on random (or trained) nets: its table's rows."""
     input:
@@ -21,6 +52,7 @@ rule measure:
         scale=SCALE,
         device=config["device"],
         code=lambda w: measure_code(w.exp),  # the library code it runs: edits rerun it
+        masks=lambda w: masks_file(w),
     message:
         "{wildcards.exp} [{wildcards.part}] at the {params.scale} scale -> {output}; settings: {params.settings}"
     log:
@@ -56,6 +88,7 @@ rule train_part:
         scale=SCALE,
         device=config["device"],
         checkpoints=checkpoint_dir,
+        masks=lambda w: masks_file(w),
     message:
         "{wildcards.exp} [{wildcards.part}]: training at the {params.scale} scale -> {output}; resources:"
         " gpu={resources.gpu} mem_mb={resources.mem_mb} runtime={resources.runtime}m"

@@ -9,7 +9,9 @@ through four functions (README, "Adding an experiment"):
 * ``figure(table, settings) -> Figure``: the catalogue figure from the combined table,
 * ``summary(table) -> DataFrame``: the numbers a reader compares with the paper,
 
-and optionally ``trained(settings, key) -> [(spec, arch, run)]``, the trained nets a job reads.
+and optionally ``trained(settings, key) -> [(spec, arch, run)]``, the trained nets a job reads,
+and ``masks(settings, key, device, inputs) -> {run key: {"masks": ..., **facts}}``, the job that
+prunes a part's nets first (rule ``prune``; its file reaches ``measure`` as ``masks=<path>``).
 Experiments that train run as the workflow's training jobs (GPU, long runtimes; rule
 ``train_part``): their ``measure`` also gets ``checkpoints``, a folder where each training run keeps
 its resumable checkpoint, and ``training_jobs`` writes their ``parts`` and ``measure``.
@@ -67,32 +69,59 @@ def group_runs(runs: dict[str, dict], per_job: int) -> dict[str, dict]:
     return {f"group{i}": {"runs": {k: runs[k] for k in chunk}} for i, chunk in enumerate(chunks)}
 
 
-def training_jobs(runs_of, run_one, *, load=None, settings_of=None):
+def training_jobs(runs_of, run_one, *, load=None, settings_of=None, prune_one=None):
     """``parts`` and ``measure`` of an experiment that trains: its runs are ``runs_of(settings)``,
     grouped ``runs_per_job`` to a job (``group_runs``); a job trains its runs in order, each by
     ``run_one(settings, run, data, device, checkpoint) -> rows``, and returns their rows together.
 
     ``settings_of(settings, run)``: a run's own settings where they differ by run (RP-T2: the
     recipe of its dataset); ``load(settings, device)``: what the runs train on, loaded once per job
-    and dataset (default: ``training.load_data``, the train and test splits on the device)."""
+    and dataset (default: ``training.load_data``, the train and test splits on the device).
+
+    With ``prune_one(settings, run, data, device) -> {"masks": Masks or None, **facts}`` the runs are
+    pruned by a job of their own (rule ``prune``): the third function returned, ``masks(settings,
+    key, device, inputs) -> {run key: ...}``, is that job; ``measure`` then gets its file
+    (``masks=<path>``; without one it prunes itself) and ``run_one`` each run's masks (``masks=``),
+    and a run's checkpoint is resumed only under the same masks."""
     import pandas as pd
 
-    from ..nets import resolve_device
-    from ..training import load_data
-
-    load = load or load_data
+    from ..pruning import load_masks, masks_digest
 
     def parts(s: dict) -> dict[str, dict]:
         return group_runs(runs_of(s), s.get("runs_per_job", 1))
 
-    def measure(s: dict, key: str, device: str = "auto", inputs=(), checkpoints: str | None = None) -> pd.DataFrame:
-        dev = resolve_device(device)
-        loaded, out = {}, []
+    def each_run(s, key, device, fn):
+        """``fn(run key, run, its settings, its data, device)`` for each run of job ``key``, the data
+        loaded once per dataset."""
+        from ..nets import resolve_device
+        from ..training import load_data
+
+        dev, loaded = resolve_device(device), {}
         for run_key, run in parts(s)[key]["runs"].items():
             rs = settings_of(s, run) if settings_of else s
             if rs.get("dataset") not in loaded:
-                loaded[rs.get("dataset")] = load(rs, dev)
-            out.append(run_one(rs, run, loaded[rs.get("dataset")], dev, run_checkpoint(checkpoints, run_key, rs, run)))
-        return pd.concat(out, ignore_index=True)
+                loaded[rs.get("dataset")] = (load or load_data)(rs, dev)
+            yield fn(run_key, run, rs, loaded[rs.get("dataset")], dev)
 
-    return parts, measure
+    def measure(s: dict, key: str, device: str = "auto", inputs=(), checkpoints: str | None = None,
+                masks: str | None = None) -> pd.DataFrame:
+        pruned = load_masks(masks) if masks else {}
+
+        def train(run_key, run, rs, data, dev):
+            if not prune_one:
+                return run_one(rs, run, data, dev, run_checkpoint(checkpoints, run_key, rs, run))
+            # without a masks file (a direct call, the smoke subset) the job prunes its runs itself
+            m = pruned[run_key]["masks"] if masks else prune_one(rs, run, data, dev)["masks"]
+            m = {n: t.to(dev) for n, t in m.items()} if m else None
+            checkpoint = run_checkpoint(checkpoints, run_key, rs, {**run, "masks": masks_digest(m)})
+            return run_one(rs, run, data, dev, checkpoint, masks=m)
+
+        return pd.concat(each_run(s, key, device, train), ignore_index=True)
+
+    if prune_one is None:
+        return parts, measure
+
+    def masks(s: dict, key: str, device: str = "auto", inputs=()) -> dict[str, dict]:
+        return dict(each_run(s, key, device, lambda run_key, run, rs, data, dev: (run_key, prune_one(rs, run, data, dev))))
+
+    return parts, measure, masks

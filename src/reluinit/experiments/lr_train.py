@@ -11,7 +11,6 @@ import math
 from pathlib import Path
 
 import torch
-from torch import nn
 
 from .. import datasets, provenance
 from ..nets import MLP, parse_arch, resolve_device, sample_mlp
@@ -25,8 +24,7 @@ log = logging.getLogger(__name__)
 def accuracy(net: MLP, x: torch.Tensor, y: torch.Tensor, batch_size: int = 4096) -> float:
     correct = 0
     for start in range(0, len(x), batch_size):
-        _, logits = net.forward(x[start:start + batch_size])
-        correct += (logits.argmax(dim=1) == y[start:start + batch_size]).sum().item()
+        correct += (net(x[start:start + batch_size]).argmax(dim=1) == y[start:start + batch_size]).sum().item()
     return correct / len(x)
 
 
@@ -42,19 +40,6 @@ def restore(state: dict, device: str | torch.device = "cpu") -> MLP:
                activation=state["activation"], readout=True)
 
 
-class _MLPModule(nn.Module):
-    """An ``nn.Module`` view of a ``nets.MLP`` sharing its tensors, so ``fit`` trains it in place."""
-
-    def __init__(self, net: MLP):
-        super().__init__()
-        self.net = net
-        self.weights = nn.ParameterList(nn.Parameter(w) for w in net.weights)
-        self.biases = nn.ParameterList(nn.Parameter(b) for b in net.biases)
-
-    def forward(self, x):
-        return MLP(list(self.weights), list(self.biases), self.net.activation, readout=True).forward(x)[1]
-
-
 def train_adam(net: MLP, train: tuple[torch.Tensor, torch.Tensor], test: tuple[torch.Tensor, torch.Tensor], *,
                epochs: int, lr: float, batch_size: int, seed: int, checkpoints: list[int],
                resume: Checkpoint | None = None, max_steps: int | None = None) -> list[dict]:
@@ -62,18 +47,18 @@ def train_adam(net: MLP, train: tuple[torch.Tensor, torch.Tensor], test: tuple[t
     ``checkpoints`` (0 = at initialization), each with its test accuracy and mean train loss. A run
     that diverges ends with a snapshot marked ``diverged`` at chance accuracy. ``resume``: the run's
     resumable state (``fit``'s checkpoint). ``max_steps``: the smoke scale's cut (``Recipe.max_steps``)."""
-    module = _MLPModule(net)
+    net.requires_grad_(True)
     device = net.weights[0].device
     train_data = DeviceData(*train, device, dtype=net.weights[0].dtype)
     test_data = DeviceData(*test, device, dtype=net.weights[0].dtype)
     n_classes = int(max(train[1].max(), test[1].max())) + 1
 
-    def keep(epoch: int, m: nn.Module) -> list[dict]:
+    def keep(epoch: int, m: MLP) -> list[dict]:
         return [{"state": snapshot(net)}] if epoch in checkpoints else []
 
     recipe = Recipe(optimizer="adam", lr=lr, batch_size=batch_size, epochs=epochs, schedule="constant",
                     precision="fp32", check_every=1, max_steps=max_steps)
-    result = fit(module, train_data, test_data, recipe, seed=seed, on_epoch=keep, n_classes=n_classes,
+    result = fit(net, train_data, test_data, recipe, seed=seed, on_epoch=keep, n_classes=n_classes,
                  checkpoint=resume)
     by_epoch = {r["epoch"]: r for r in result.history}
     states = [dict(m["state"], epoch=m["epoch"], test_acc=by_epoch[m["epoch"]]["test_acc"],

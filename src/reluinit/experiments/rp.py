@@ -29,10 +29,10 @@ from scipy.optimize import brentq
 
 from .. import datasets, plotting
 from ..meanfield import chi, eoc_sigma_w
-from ..models import FFNN, build, initialize
+from ..models import build, ffnn, initialize
 from ..nets import resolve_device
-from ..pruning import (apply_masks, chi_empirical, critical_sparsity, layer_table, magnitude_scores,
-                       masks_from_scores, rescale, row_shuffled, snip_scores)
+from ..pruning import (apply_masks, chi_empirical, critical_sparsity, layer_table, load_masks,
+                       magnitude_scores, masks_from_scores, rescale, row_shuffled, snip_scores)
 from ..theory import rp_mbp_bound, rp_theorem1_bound
 from . import part_seed, resolve_part
 
@@ -46,7 +46,7 @@ def _batch(s: dict, seed: int, dev):
 
 
 def _ffnn(s: dict, n_in: int, sigma_w: float, sigma_b: float, seed: int, dev) -> torch.nn.Module:
-    model = FFNN(n_in, s["width"], s["depth"], 10, s["activation"])
+    model = ffnn(n_in, s["width"], s["depth"], 10, s["activation"])
     return initialize(model, "sigma", sigma_w=sigma_w, sigma_b=sigma_b, seed=seed).to(dev)
 
 
@@ -222,9 +222,9 @@ def t7_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFra
         bound = rp_mbp_bound(gamma, N * N)
         for i in range(s["n_nets"]):
             net_seed = part_seed(seed, 1000 * int(gamma * 100) + i)
-            model = initialize(FFNN(N, N, L - 1, N, bias=False), "sigma", sigma_w=1.0, seed=net_seed)
+            model = initialize(ffnn(N, N, L - 1, N, bias=False), "sigma", sigma_w=1.0, seed=net_seed)
             with torch.no_grad():
-                model[1].weight.div_(math.sqrt(gamma))  # alpha_1 = gamma: variance 1 / (gamma N)
+                model.layers[0].weight.div_(math.sqrt(gamma))  # alpha_1 = gamma: variance 1 / (gamma N)
             rows.append({"gamma": gamma, "net": i, "net_seed": net_seed,
                          "s_cr": critical_sparsity(magnitude_scores(model)), "bound": bound})
     return pd.DataFrame(rows).assign(depth=L, width=N)
@@ -256,14 +256,24 @@ def f2_parts(s: dict) -> dict[str, dict]:
     return {m: {"model": m} for m in s["models"]}
 
 
-def f2_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
+def f2_masks(s: dict, key: str, device: str = "auto", inputs=()) -> dict[str, dict]:
+    """The ``prune`` job: SBP's masks of one He-initialized model (the part) at ``sparsity``."""
     p, seed = resolve_part(f2_parts(s), s["seed"], key)
     dev = resolve_device(device)
     x, y, data = _batch(s, seed, dev)
     model = initialize(build(p["model"], data.n_classes, tuple(x.shape[1:])), "he", seed=seed).to(dev)
-    masks = masks_from_scores(snip_scores(model, x, y), 1 - s["sparsity"])
-    return layer_table(masks).assign(model=p["model"], kept_percent=lambda t: 100 * t["density"],
-                                     sparsity=s["sparsity"], net_seed=seed, dataset=data.name)
+    scores = snip_scores(model, x, y)
+    masks = masks_from_scores(scores, 1 - s["sparsity"])
+    return {key: {"masks": {n: m.cpu() for n, m in masks.items()}, "model": p["model"], "method": "snip",
+                  "sparsity": s["sparsity"], "net_seed": seed, "s_cr": critical_sparsity(scores), "dataset": data.name}}
+
+
+def f2_measure(s: dict, key: str, device: str = "auto", inputs=(), masks: str | None = None) -> pd.DataFrame:
+    """The kept share of each layer, read from the part's masks (``f2_masks``; pruned here without
+    a masks file)."""
+    run = (load_masks(masks) if masks else f2_masks(s, key, device))[key]
+    return layer_table(run["masks"]).assign(model=run["model"], kept_percent=lambda t: 100 * t["density"],
+                                            sparsity=run["sparsity"], net_seed=run["net_seed"], dataset=run["dataset"])
 
 
 def _f2_figure(pruned: bool):

@@ -25,8 +25,8 @@ from torch import nn
 from .. import datasets, plotting
 from ..meanfield import eoc_sigma_w
 from ..models import build, initialize
-from ..pruning import PRUNERS, apply_masks, layer_table, prune, rescale, sparsity
-from ..training import Checkpoint, Recipe, fit, history_table, load_data, resume_masks
+from ..pruning import PRUNERS, apply_masks, layer_table, prune_with_s_cr, rescale, sparsity
+from ..training import Checkpoint, Recipe, fit, history_table, load_data
 from . import product_runs, training_jobs
 
 log = logging.getLogger(__name__)
@@ -84,18 +84,32 @@ def run_model(s: dict, run: dict, split) -> tuple[nn.Module, str, float | None, 
     return model, name, sigma_w, sigma_b
 
 
-def train_pruned(s: dict, run: dict, data, device, checkpoint: Checkpoint | None) -> pd.DataFrame:
-    """One run (module doc); ``data`` = (train, test, training split) of its dataset."""
+def prune_run(s: dict, run: dict, data, device) -> dict:
+    """The run's masks (None for ``dense``), pruned with its method on one class-balanced batch of
+    its training split, on a freshly initialized net that is then dropped (the authors score a
+    copy: the net that trains starts from the same weights, its batch-norm statistics untouched);
+    with the facts the ``prune`` rule writes beside them."""
+    train, _, split = data
+    pruner = method(run["method"])[0]
+    if pruner is None:
+        return {"masks": None}
+    model, name, _, _ = run_model(s, run, split)
+    model.to(device)
+    x, y = datasets.balanced_batch(split, s["batch_per_class"], run["seed"])
+    x = (x.to(device) - train.mean) / train.std
+    masks, s_cr = prune_with_s_cr(model, pruner, 1 - run["sparsity"], x=x, y=y.to(device),
+                                  in_shape=tuple(x.shape[1:]), seed=run["seed"], rounds=s.get("synflow_rounds", 100))
+    return {"masks": {n: m.cpu() for n, m in masks.items()}, "model": name, "method": run["method"],
+            "sparsity": run["sparsity"], "net_seed": run["seed"], "s_cr": s_cr, "dataset": split.name}
+
+
+def train_pruned(s: dict, run: dict, data, device, checkpoint: Checkpoint | None, masks=None) -> pd.DataFrame:
+    """One run (module doc): ``data`` = (train, test, training split) of its dataset, ``masks`` the
+    run's own from its ``prune`` job (``prune_run``), None for ``dense``."""
     train, test, split = data
-    pruner, stable, rescaled = method(run["method"])
+    rescaled = method(run["method"])[2]
     model, name, sigma_w, sigma_b = run_model(s, run, split)
     model.to(device)
-    masks = resume_masks(checkpoint)
-    if masks is None and pruner is not None:
-        x, y = datasets.balanced_batch(split, s["batch_per_class"], run["seed"])
-        x = (x.to(device) - train.mean) / train.std
-        masks = prune(model, pruner, 1 - run["sparsity"], x=x, y=y.to(device), in_shape=tuple(x.shape[1:]),
-                      seed=run["seed"], rounds=s.get("synflow_rounds", 100))
     masks = masks or {}
     if masks:
         apply_masks(model, masks)
@@ -148,8 +162,9 @@ def _load(s: dict, device):
 
 
 def run_table(axes_of):
-    """``parts`` and ``measure`` of an experiment whose runs are the product of ``axes_of(s)``."""
-    return training_jobs(lambda s: _runs(s, axes_of(s)), train_pruned, load=_load, settings_of=_run_settings)
+    """``parts``, ``measure`` and ``masks`` of an experiment whose runs are the product of ``axes_of(s)``."""
+    return training_jobs(lambda s: _runs(s, axes_of(s)), train_pruned, load=_load, settings_of=_run_settings,
+                         prune_one=prune_run)
 
 
 def _final(table: pd.DataFrame) -> pd.DataFrame:
@@ -167,7 +182,7 @@ def _accuracy_by(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 
 # --- RP-F3 / RP-F5: accuracy over depth x sparsity, three set-ups -------------------------------------
 
-heat_parts, heat_measure = run_table(lambda s: {"activation": s["activations"], "setup": s["setups"],
+heat_parts, heat_measure, heat_masks = run_table(lambda s: {"activation": s["activations"], "setup": s["setups"],
                                                 "depth": s["depths"], "sparsity": s["sparsities"]})
 
 
@@ -210,7 +225,7 @@ def _table_axes(s: dict) -> dict[str, list]:
     return axes
 
 
-accuracy_parts, accuracy_measure = run_table(_table_axes)
+accuracy_parts, accuracy_measure, accuracy_masks = run_table(_table_axes)
 
 
 def accuracy_figure(table: pd.DataFrame, s: dict):
@@ -239,7 +254,7 @@ def accuracy_summary(table: pd.DataFrame) -> pd.DataFrame:
 
 # --- RP-T4: vanilla CNN on MNIST, three set-ups ---------------------------------------------------------
 
-t4_parts, t4_measure = run_table(lambda s: {"setup": s["setups"], "depth": s["depths"], "sparsity": s["sparsities"]})
+t4_parts, t4_measure, t4_masks = run_table(lambda s: {"setup": s["setups"], "depth": s["depths"], "sparsity": s["sparsities"]})
 
 
 def t4_figure(table: pd.DataFrame, s: dict):

@@ -118,7 +118,7 @@ def f2_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFra
         net = random_net([len(x0)] + [s["width"]] * s["depth"], "gaussian", s["sigma_w"], alpha=p["alpha"],
                          bias=s["bias"], seed=net_seed, device=dev, dtype=DTYPE)
         exact_net = i < s.get("exact_nets", s["n_nets"])
-        rows = path_rows(net if exact_net else net.to(measure_dtype(s)), path, s["n_pieces"], counts=False,
+        rows = path_rows(net if exact_net else net.astype(measure_dtype(s)), path, s["n_pieces"], counts=False,
                          net=i, **_labels(net_seed, dev)).drop(columns=["transitions", "patterns"])
         length_exact = np.full(len(rows), np.nan)
         if exact_net:

@@ -59,17 +59,6 @@ COLOURS = {"within": "tab:blue", "between": "tab:orange"}
 # --- nets ----------------------------------------------------------------------------------------
 
 
-def to_mlp(model: nn.Module, activation: str = "relu", dtype: torch.dtype = DTYPE) -> MLP:
-    """An FFNN (``nn.Sequential`` of Flatten, Linear, act, ..., Linear) as an ``MLP`` with a linear
-    readout: copies of its weights and biases in ``dtype``, on the model's device."""
-    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
-    if not linears:
-        raise ValueError("the model has no linear layers")
-    return MLP([m.weight.detach().to(dtype).clone() for m in linears],
-               [(m.bias.detach() if m.bias is not None else torch.zeros(m.out_features, device=m.weight.device))
-                .to(dtype).clone() for m in linears], activation, readout=True)
-
-
 def sigma_w_of(net: MLP) -> float:
     """Mean over the hidden layers of std(W_l) sqrt(fan_in): the sigma_w the weights would have
     been drawn with (N(0, sigma_w^2 / fan_in))."""
@@ -150,10 +139,10 @@ def train_and_measure(s: dict, run: dict, loaded, device, checkpoint: Checkpoint
     model = build("ffnn", split.n_classes, tuple(split.x.shape[1:]), "relu", width=s["width"], depth=s["depth"])
     initialize(model, "sigma", sigma_w=run["sigma_w"], sigma_b=s["bias"], seed=run["seed"])
     model.to(device)
-    nets = {False: to_mlp(model)}  # the initial weights, before fit (which may resume a checkpoint)
+    nets = {False: model.astype(DTYPE)}  # the initial weights, before fit (which may resume a checkpoint)
     result, reached = train_to_target(model, train, test, Recipe.from_settings(s["recipe"]), s["target_acc"],
                                       run["seed"], checkpoint)
-    nets[True] = to_mlp(model)
+    nets[True] = model.astype(DTYPE)
     rows = []
     for trained, net in nets.items():
         info = {"trained": trained, "sigma_w_post": sigma_w_of(net), "sigma_b_post": sigma_b_of(net),
