@@ -2,7 +2,7 @@
 
     python -m reluinit.benchmark trajectories [--width 784] [--depth 20] [--points 10001]
                                               [--chunk 2047] [--dtype float32] [--device auto]
-    python -m reluinit.benchmark pruning [--batch 256] [--rounds 100] [--device auto]
+    python -m reluinit.benchmark pruning [--batch 256] [--rounds 100] [--device auto] [--against DIR]
     python -m reluinit.benchmark training [--steps 20] [--batch 128] [--workers 4] [--epoch] [--device auto]
 
 ``trajectories``: the engine (``reluinit.trajectories.measure``) does one ``[chunk, k] x [k, k]`` product per
@@ -11,7 +11,8 @@ counts only the products' FLOPs, so the ratio to ``torch.mm`` on the same shapes
 time spent multiplying. Prints both rates in GFLOP/s and the ratio.
 
 ``pruning``: seconds to score ResNet32 with doubled filters (about 1.86M prunable weights) with
-SNIP and GraSP on a batch of CIFAR-shaped images and with SynFlow (its rounds, float64).
+SNIP and GraSP on a batch of CIFAR-shaped images and with SynFlow (its rounds, float64); with
+``--against <Synaptic-Flow checkout>`` its pruners on the same net and batch, side by side.
 
 ``training``: images per second and seconds per CIFAR-10 epoch (50,000 images) of ResNet32 with
 doubled filters, SGD, random crop and flip, on CIFAR-shaped random images: the engine
@@ -66,14 +67,74 @@ def pruning(a) -> None:
     n = sum(m.weight.numel() for m in model.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear)))
     print(f"device {device}, ResNet32 (doubled filters, {n:,} prunable weights), batch {a.batch}, "
           f"{torch.get_num_threads()} threads")
-    for name, fn in [("SNIP", lambda: snip_scores(model, x, y)), ("GraSP", lambda: grasp_scores(model, x, y)),
-                     (f"SynFlow ({a.rounds} rounds, float64)", lambda: synflow_masks(model, (3, 32, 32), 0.01, a.rounds))]:
-        fn()  # warm-up: kernel selection and allocations are not the scoring's cost
-        _sync()
-        t0 = time.perf_counter()
-        fn()
-        _sync()
-        print(f"{name:32s} {time.perf_counter() - t0:7.2f} s")
+    ours = [("SNIP", lambda: snip_scores(model, x, y)), ("GraSP", lambda: grasp_scores(model, x, y)),
+            (f"SynFlow ({a.rounds} rounds, float64)", lambda: synflow_masks(model, (3, 32, 32), 0.01, a.rounds))]
+    theirs = _synaptic_flow(a, device, x, y) if a.against else [None] * 3
+    for (name, fn), other in zip(ours, theirs):
+        ours_s = _seconds(fn)
+        line = f"{name:32s} {ours_s:7.2f} s"
+        if other is not None:
+            t = _seconds(other)
+            line += f"   Synaptic-Flow {t:7.2f} s   ({t / ours_s:.2f}x as long)"
+        print(line)
+
+
+def _seconds(fn) -> float:
+    fn()  # warm-up: kernel selection and allocations are not the scoring's cost
+    _sync()
+    t0 = time.perf_counter()
+    fn()
+    _sync()
+    return time.perf_counter() - t0
+
+
+def _synaptic_flow(a, device, x, y):
+    """Synaptic-Flow's SNIP, GraSP and SynFlow (``Pruners/pruners.py`` of a checkout at ``a.against``,
+    imported, not copied) on the same net, batch and rounds. Its masked layers compute with
+    ``weight_mask * weight``; the same forward is patched onto our ResNet32's layers. SynFlow runs
+    its rounds as its ``prune_loop`` does (exponential schedule), on a float64 copy."""
+    import importlib.util
+    import types
+
+    import torch.nn.functional as F
+    from torch import nn
+
+    spec = importlib.util.spec_from_file_location("sf_pruners", f"{a.against}/Pruners/pruners.py")
+    sf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sf)
+
+    def masked(model):
+        pairs = []
+        for m in model.modules():
+            if isinstance(m, (nn.Conv2d, nn.Linear)):
+                m.register_buffer("weight_mask", torch.ones_like(m.weight))
+                conv = isinstance(m, nn.Conv2d)
+                m.forward = types.MethodType(
+                    (lambda s, i: s._conv_forward(i, s.weight_mask * s.weight, s.bias)) if conv
+                    else (lambda s, i: F.linear(i, s.weight_mask * s.weight, s.bias)), m)
+                pairs.append((m.weight_mask, m.weight))
+        return model, pairs
+
+    def net(dtype=torch.float32):
+        return masked(initialize(ResNet(32), "he", seed=0).to(device, dtype, memory_format=torch.channels_last))
+
+    (m32, p32), (m64, p64), loss = net(), net(torch.float64), nn.CrossEntropyLoss()
+
+    def synflow():
+        torch.set_default_dtype(torch.float64)  # its all-ones input, made with torch.ones, in float64
+        try:
+            m64.eval()
+            pruner = sf.SynFlow(p64)
+            for r in range(a.rounds):
+                pruner.score(m64, loss, [(x.double(), y)], device)
+                pruner.mask(1 - 0.01 ** ((r + 1) / a.rounds), "global")
+        finally:
+            torch.set_default_dtype(torch.float32)
+            for mask, _ in p64:
+                mask.fill_(1.0)
+
+    return [lambda: sf.SNIP(p32).score(m32, loss, [(x, y)], device),
+            lambda: sf.GraSP(p32).score(m32, loss, [(x, y)], device), synflow]
 
 
 class _HostImages(torch.utils.data.Dataset):
@@ -162,6 +223,7 @@ def main() -> None:
     q.add_argument("--batch", type=int, default=256)
     q.add_argument("--rounds", type=int, default=100)
     q.add_argument("--device", default="auto")
+    q.add_argument("--against", metavar="DIR", help="a Synaptic-Flow checkout: time its pruners beside ours")
     t = sub.add_parser("training")
     t.add_argument("--steps", type=int, default=20, help="timed optimizer steps (without --epoch)")
     t.add_argument("--batch", type=int, default=128)
