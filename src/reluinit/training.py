@@ -304,8 +304,8 @@ def fit(model: nn.Module, train: DeviceData, test: DeviceData, recipe: Recipe, *
     kept (and checkpointed) with the epoch. With ``checkpoint``, state is saved there after every
     epoch and a run that finds one of its own (same fingerprint; a bare path is fingerprinted by
     ``seed`` and ``recipe``) resumes from it, or returns it unchanged when it had finished;
-    ``masks`` are stored with it so the caller can rebuild the pruned model before resuming
-    (``resume_masks``). ``stop_when(row)`` ends training
+    ``masks`` are stored with it (the caller applies them, and keys the checkpoint by their digest,
+    before resuming). ``stop_when(row)`` ends training
     after the first epoch whose row it accepts (TG-F6 trains until a test accuracy is reached).
     """
     device = train.device
@@ -423,12 +423,6 @@ def run_rows(result: Run, extra: list[dict] | None = None, **columns) -> "pd.Dat
     if len(measured):
         measured = measured.assign(**columns)
     return pd.concat([hist, measured], ignore_index=True)
-
-
-def resume_masks(checkpoint: Checkpoint | None) -> dict | None:
-    """The masks stored in a run's checkpoint, or None when there is none of this run to resume."""
-    state = checkpoint.load() if checkpoint else None
-    return None if state is None else state["masks"]
 
 
 def _row(epoch, step, lr, train_loss, train_acc, test_loss, test_acc, seconds, diverged=False,

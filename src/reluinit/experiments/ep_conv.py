@@ -8,7 +8,7 @@ EP's fully connected nets (EP-F7, F17, F18) in ``ep_fc``.
 Conventions and our readings of what the paper leaves open:
 
 * Nets: ``models.EPConvNet`` (blocks 1 conv, 2 conv, 3 pool, 4 conv, 5 conv, 6 conv, 7 pool, 8 fc,
-  9 readout; ``width`` channels, ``2 width`` after the first pooling) and ``models.FFNN``; every
+  9 readout; ``width`` channels, ``2 width`` after the first pooling) and ``models.ffnn`` (a ``nets.MLP``); every
   conv/linear layer N(0, sigma_w^2 / fan_in), biases N(0, sigma_b^2) (``initialize(.., "sigma")``).
 * Circles: ``x(t) = cos(pi t / 2) x0 + sin(pi t / 2) x1`` between the test images ``points``
   (0-based) *as the net sees them*, i.e. normalised per channel with the training set's statistics
