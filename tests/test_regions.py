@@ -174,3 +174,24 @@ def test_infinite_line_with_a_neuron_constant_along_it():
     assert whole.t1[:-1].tolist() == [-2.0, 1.0]
     assert (whole.pattern[:, 1] == 1).all() and (whole.pattern[:, 3] == 1).all()
     assert torch.isinf(whole.length_pre).all() and not torch.isnan(whole.length_post).any()
+
+
+def test_plane_region_counts_equal_regioncams_where_both_are_exact():
+    """Regioncam (Rust, float32) partitions the same square independently; on random He nets whose
+    partitions have no near-degenerate cell (every polygon's area above 1e-10 and its vertices at
+    least 1e-6 apart, several float32 steps at this scale, so rounding cannot merge or split one),
+    the counts after every layer agree."""
+    pytest.importorskip("regioncam")
+    from reluinit.benchmark import regioncam_faces
+
+    compared = 0
+    for seed, (width, depth) in enumerate([(8, 2), (12, 3), (16, 3), (24, 2), (32, 3), (20, 4)] * 2):
+        net = sample_mlp([2] + [width] * depth + [1], "he", readout=True, bias_std=1.0, seed=seed, dtype=F64)
+        layers = plane_regions(net, np.zeros(2), np.array([1.0, 0.0]), np.array([0.0, 1.0]), half_side=2.0)
+        polygons = layers[-1]
+        gaps = [np.linalg.norm(p.vertices - np.roll(p.vertices, 1, axis=0), axis=1).min() for p in polygons]
+        if min(p.area for p in polygons) < 1e-10 or min(gaps) < 1e-6:
+            continue
+        assert [len(layer) for layer in layers] == regioncam_faces(net, 2.0), (width, depth, seed)
+        compared += 1
+    assert compared >= 10, f"only {compared} nets without near-degenerate cells"

@@ -4,6 +4,7 @@
                                               [--chunk 2047] [--dtype float32] [--device auto]
     python -m reluinit.benchmark pruning [--batch 256] [--rounds 100] [--device auto] [--against DIR]
     python -m reluinit.benchmark training [--steps 20] [--batch 128] [--workers 4] [--epoch] [--device auto]
+    python -m reluinit.benchmark regions [--widths 16 32 64] [--depth 3] [--lines 100] [--device auto]
 
 ``trajectories``: the engine (``reluinit.trajectories.measure``) does one ``[chunk, k] x [k, k]`` product per
 layer and chunk plus the bookkeeping (differences, norms, transitions, pattern hashes). Its rate
@@ -20,6 +21,12 @@ doubled filters, SGD, random crop and flip, on CIFAR-shaped random images: the e
 bf16 autocast, and a plain ``torch.utils.data.DataLoader`` baseline (uint8 images on the host,
 per-image torchvision transforms in worker processes, fp32), with the ratios. ``--epoch`` times
 one full 50,000-image epoch instead of ``--steps`` steps.
+
+``regions``: seconds to partition the square [-2, 2]^2 exactly into the linear regions of random He
+ReLU nets (N(0, 1) biases, ``regions.plane_regions``, float64) beside Regioncam (PyPI ``regioncam``,
+float32, the same nets), with both region counts; and to split ``--lines`` random lines through a
+784-64-64-64 net (``regions.split_lines``) beside Regioncam's 1-D mode, line by line. Without
+``regioncam`` installed only our times are printed.
 
 ``precision``: what measuring TG's sweeps in float32 (their ``dtype`` setting) changes. For each
 float32 experiment, at the paper's sizes, the same nets (drawn in float64, then cast) are measured
@@ -137,6 +144,81 @@ def _synaptic_flow(a, device, x, y):
             lambda: sf.GraSP(p32).score(m32, loss, [(x, y)], device), synflow]
 
 
+def regioncam_faces(net, half_side: float) -> list[int]:
+    """Regioncam's region count of the square ``[-half_side, half_side]^2`` after each hidden layer of
+    ``net`` (a 2-D input ``nets.MLP``; Regioncam computes in float32)."""
+    import numpy as np
+    import regioncam
+
+    rc, counts = regioncam.Regioncam(size=half_side), []
+    for w, b in list(zip(net.weights, net.biases))[: net.n_hidden]:
+        rc.linear(np.ascontiguousarray(w.detach().cpu().numpy().T, dtype=np.float32),
+                  b.detach().cpu().numpy().astype(np.float32))
+        rc.relu()
+        counts.append(rc.num_faces)
+    return counts
+
+
+def regions(a) -> None:
+    import numpy as np
+
+    from .nets import sample_mlp
+    from .regions import plane_regions, split_lines
+
+    try:
+        import regioncam
+    except ImportError:
+        regioncam = None
+        print("regioncam is not installed (pip install regioncam): our times only")
+    device = resolve_device(a.device)
+    print(f"device {device}, {torch.get_num_threads()} threads; best of {a.repeats}")
+    for width in a.widths:
+        net = sample_mlp([2] + [width] * a.depth + [1], "he", readout=True, bias_std=1.0, seed=0,
+                         dtype=torch.float64).to(device)
+        ours = _best(lambda: plane_regions(net, np.zeros(2), np.eye(2)[0], np.eye(2)[1], 2.0), a.repeats)
+        n = len(plane_regions(net, np.zeros(2), np.eye(2)[0], np.eye(2)[1], 2.0)[-1])
+        line = f"plane, depth {a.depth} width {width:4d}: {n:7,} regions in {ours:8.4f} s"
+        if regioncam is not None:
+            theirs = _best(lambda: regioncam_faces(net, 2.0), a.repeats)
+            line += f"   Regioncam {regioncam_faces(net, 2.0)[-1]:7,} in {theirs:8.4f} s   ({ours / theirs:.1f}x as long)"
+        print(line)
+    net = sample_mlp([784, 64, 64, 64], "he", bias_std=1.0, seed=0, dtype=torch.float64).to(device)
+    gen = torch.Generator().manual_seed(1)
+    x0, x1 = (torch.randn(a.lines, 784, generator=gen, dtype=torch.float64).to(device) for _ in range(2))
+    ours = _best(lambda: split_lines(net, x0, x1, keep_pattern=False), a.repeats)
+    n = len(split_lines(net, x0, x1, keep_pattern=False).t0)
+    line = f"{a.lines} lines, 784-64-64-64: {n:7,} intervals in {ours:8.4f} s"
+    if regioncam is not None:
+        layers = [(np.ascontiguousarray(w.cpu().numpy().T, dtype=np.float32), b.cpu().numpy().astype(np.float32))
+                  for w, b in zip(net.weights, net.biases)]
+
+        def theirs_1d():
+            total = 0
+            for p, q in zip(x0.cpu().numpy(), x1.cpu().numpy()):
+                rc = regioncam.Regioncam1D.through_points(np.stack([p, q]).astype(np.float32))
+                for w, b in layers:
+                    rc.linear(w, b)
+                    rc.relu()
+                total += rc.num_edges
+            return total
+
+        t = _best(theirs_1d, a.repeats)
+        line += f"   Regioncam 1-D {theirs_1d():7,} edges in {t:8.4f} s   ({ours / t:.1f}x as long)"
+    print(line)
+
+
+def _best(fn, repeats: int) -> float:
+    fn()  # warm-up
+    best = float("inf")
+    for _ in range(repeats):
+        _sync()
+        t0 = time.perf_counter()
+        fn()
+        _sync()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 class _HostImages(torch.utils.data.Dataset):
     """The baseline's dataset: uint8 images on the host, transformed one at a time."""
 
@@ -230,7 +312,15 @@ def main() -> None:
     t.add_argument("--workers", type=int, default=4, help="DataLoader worker processes of the baseline")
     t.add_argument("--epoch", action="store_true", help="time one full 50,000-image epoch")
     t.add_argument("--device", default="auto")
+    r = sub.add_parser("regions")
+    r.add_argument("--widths", type=int, nargs="+", default=[16, 32, 64])
+    r.add_argument("--depth", type=int, default=3)
+    r.add_argument("--lines", type=int, default=100)
+    r.add_argument("--repeats", type=int, default=3)
+    r.add_argument("--device", default="auto")
     a = top.parse_args()
+    if a.what == "regions":
+        return regions(a)
     if a.what == "pruning":
         return pruning(a)
     if a.what == "training":

@@ -100,6 +100,26 @@ def _interior_point(t0: torch.Tensor, t1: torch.Tensor) -> torch.Tensor:
     return torch.where(~lo & hi, t1 - 1 - t1.abs(), mid)
 
 
+def _cut_points(t0: torch.Tensor, t1: torch.Tensor, roots: torch.Tensor, inside: torch.Tensor):
+    """Every interval's ends with the roots strictly inside it between them, in order: the
+    interval of each point ``[S]`` and its ``t`` ``[S]``, sorted by (interval, t). Only the roots
+    inside are sorted (``nonzero`` lists them by interval already; a stable sort by ``t`` then by
+    interval orders each interval's few), and the ends are placed around them, not sorted."""
+    k, t = inside.nonzero(as_tuple=True)[0], roots[inside]
+    order = torch.argsort(t, stable=True)
+    order = order[torch.argsort(k[order], stable=True)]
+    k, t = k[order], t[order]
+    n_in = torch.bincount(k, minlength=len(t0))
+    size = n_in + 2
+    start = size.cumsum(0) - size
+    sk = torch.repeat_interleave(torch.arange(len(t0), device=t0.device), size)
+    st = t0.new_empty(len(sk))
+    st[start], st[start + size - 1] = t0, t1
+    rank = torch.arange(len(k), device=t0.device) - (n_in.cumsum(0) - n_in)[k]
+    st[start[k] + 1 + rank] = t
+    return sk, st
+
+
 def split_lines(net: MLP, x0: torch.Tensor, x1: torch.Tensor, t_min: float = 0.0, t_max: float = 1.0,
                 keep_pattern: bool = True, max_intervals: int | None = None) -> LineSplit:
     """Split the lines from ``x0[i]`` to ``x1[i]`` (``[L, n_0]``) on ``[t_min, t_max]`` exactly.
@@ -135,12 +155,7 @@ def split_lines(net: MLP, x0: torch.Tensor, x1: torch.Tensor, t_min: float = 0.0
         # Every crossing of a kink strictly inside an interval is a new cut.
         roots = torch.cat([(theta - za) / zb for theta in kinks], dim=1) if kinks else za[:, :0]
         inside = (roots > t0[:, None]) & (roots < t1[:, None])
-        k_idx, _ = inside.nonzero(as_tuple=True)
-        pts_k = torch.cat([torch.arange(len(t0), device=device), k_idx, torch.arange(len(t0), device=device)])
-        pts_t = torch.cat([t0, roots[inside], t1])
-        order = torch.argsort(pts_t, stable=True)
-        order = order[torch.argsort(pts_k[order], stable=True)]
-        sk, st = pts_k[order], pts_t[order]
+        sk, st = _cut_points(t0, t1, roots, inside)
         keep = (sk[1:] == sk[:-1]) & (st[1:] > st[:-1])
         k_new = sk[:-1][keep]
         t0, t1 = st[:-1][keep], st[1:][keep]
@@ -215,56 +230,165 @@ class Polygon:
         return 0.5 * float(np.dot(u, np.roll(v, -1)) - np.dot(v, np.roll(u, -1)))
 
 
-def _clip(vertices: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Split a convex polygon along the zero line of an affine function given at its vertices."""
-    below, above = [], []
-    m = len(vertices)
-    for i in range(m):
-        p, q = vertices[i], vertices[(i + 1) % m]
-        fp, fq = values[i], values[(i + 1) % m]
-        (below if fp <= 0 else above).append(p)
-        if fp * fq < 0:
-            r = p + (fp / (fp - fq)) * (q - p)
-            below.append(r)
-            above.append(r)
-    return np.array(below), np.array(above)
+def _compact(points: torch.Tensor, keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row, the kept ``points [C, S, 2]`` moved to the front in their order: ``[C, W, 2]``
+    (zero-padded) and how many each row keeps."""
+    count = keep.sum(dim=1)
+    out = points.new_zeros(len(points), int(count.max()) if len(count) else 0, 2)
+    rows = torch.arange(len(points), device=points.device)[:, None].expand_as(keep)
+    out[rows[keep], (keep.cumsum(dim=1) - 1)[keep]] = points[keep]
+    return out, count
+
+
+def _clip(verts: torch.Tensor, count: torch.Tensor, vals: torch.Tensor):
+    """Split convex polygons (``verts [C, V, 2]``, the first ``count`` vertices counter-clockwise)
+    along the zero line of an affine function given at their vertices (``vals [C, V]``): the parts
+    where it is <= 0 and > 0, each as ``(vertices, count)``, in the vertex order of the original
+    walk (a vertex, then the crossing on the edge leaving it)."""
+    i = torch.arange(verts.shape[1], device=verts.device)
+    valid = i < count[:, None]
+    nxt = torch.where(i + 1 < count[:, None], i + 1, 0)
+    q, fq = verts.gather(1, nxt[..., None].expand(-1, -1, 2)), vals.gather(1, nxt)
+    cross = valid & (vals * fq < 0)
+    frac = torch.where(cross, vals / torch.where(cross, vals - fq, 1.0), 0.0)
+    points = torch.stack([verts, verts + frac[..., None] * (q - verts)], dim=2).flatten(1, 2)
+    below = torch.stack([valid & (vals <= 0), cross], dim=2).flatten(1)
+    above = torch.stack([valid & (vals > 0), cross], dim=2).flatten(1)
+    return _compact(points, below), _compact(points, above)
+
+
+class _Cells:
+    """The cells of a partition in progress, in growable buffers (a cut replaces a cell by its part
+    below the line and appends the part above): vertices ``[C, V, 2]`` (the first ``count``), the
+    cell of the layer's start each lies in (``parent``), and an order key (one bit per line that cut
+    its lineage, 1 for the part above), so that sorting by (parent, key) gives the order of a
+    depth-first walk: every cut cell followed at once by its part above."""
+
+    def __init__(self, verts: torch.Tensor, count: torch.Tensor, n_lines: int):
+        self.n, self.words = len(verts), max(1, -(-n_lines // 62))
+        self.verts, self.count = verts.clone(), count.clone()  # written in place; the caller keeps its own
+        self.parent = torch.arange(self.n, device=verts.device)
+        self.key = torch.zeros(self.n, self.words, dtype=torch.long, device=verts.device)
+
+    def cut(self, idx: torch.Tensor, line: int, lo, hi) -> None:
+        """Replace cells ``idx`` by their parts ``lo`` and ``hi`` (``(vertices, count)``), dropping a
+        part with fewer than 3 vertices (a line through a corner)."""
+        (lo, n_lo), (hi, n_hi) = lo, hi
+        width = max(lo.shape[1], hi.shape[1])
+        if width > self.verts.shape[1]:
+            self.verts = _pad(self.verts, width)
+        parent, key = self.parent[idx], self.key[idx]
+        keep = n_lo >= 3
+        self._write(idx[keep], lo[keep], n_lo[keep], parent[keep], key[keep])
+        gone = idx[~keep]  # no part below: the part above takes the cell's place
+        add = n_hi >= 3
+        key = key.clone()
+        key[:, line // 62] |= 1 << (61 - line % 62)
+        reuse, append = add & ~keep, add & keep
+        self._write(idx[reuse], hi[reuse], n_hi[reuse], parent[reuse], key[reuse])
+        self._grow(int(append.sum()))
+        new = torch.arange(self.n, self.n + int(append.sum()), device=idx.device)
+        self.n += len(new)
+        self._write(new, hi[append], n_hi[append], parent[append], key[append])
+        if (~keep & ~add).any():  # both parts degenerate: the cell is gone (never seen; kept exact)
+            dead = gone[~(add[~keep])]
+            alive = torch.ones(self.n, dtype=torch.bool, device=idx.device)
+            alive[dead] = False
+            for name in ("verts", "count", "parent", "key"):
+                setattr(self, name, getattr(self, name)[: self.n][alive])
+            self.n = int(alive.sum())
+
+    def _write(self, at, verts, count, parent, key) -> None:
+        self.verts[at] = _pad(verts, self.verts.shape[1])
+        self.count[at], self.parent[at], self.key[at] = count, parent, key
+
+    def _grow(self, extra: int) -> None:
+        if self.n + extra <= len(self.verts):
+            return
+        cap = max(2 * len(self.verts), self.n + extra)
+        for name in ("verts", "count", "parent", "key"):
+            old = getattr(self, name)
+            buf = old.new_zeros((cap,) + old.shape[1:])
+            buf[: self.n] = old[: self.n]
+            setattr(self, name, buf)
+
+    def ordered(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Vertices, counts and parents of the cells in depth-first order."""
+        order = torch.arange(self.n, device=self.verts.device)
+        for w in reversed(range(self.words)):  # least significant word first, stable
+            order = order[torch.sort(self.key[order, w], stable=True).indices]
+        order = order[torch.sort(self.parent[order], stable=True).indices]
+        return self.verts[order], self.count[order], self.parent[order]
+
+
+def _pad(verts: torch.Tensor, width: int) -> torch.Tensor:
+    return torch.nn.functional.pad(verts, (0, 0, 0, width - verts.shape[1]))
+
+
+def _values(za: torch.Tensor, zb: torch.Tensor, verts: torch.Tensor) -> torch.Tensor:
+    """Affine functions ``za + zb @ (u, v)`` (one per cell) at the cells' vertices: ``[C, V]``."""
+    return za[:, None] + (verts[..., 0] * zb[:, None, 0] + verts[..., 1] * zb[:, None, 1])
+
+
+def _straddles(vals: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+    """Which cells have vertices strictly on both sides of zero (``vals [C, V, ...]``)."""
+    valid = torch.arange(vals.shape[1], device=vals.device) < count[:, None]
+    if vals.dim() == 3:
+        valid = valid[..., None]
+    return (vals.masked_fill(~valid, np.inf).amin(dim=1) < 0) & (vals.masked_fill(~valid, -np.inf).amax(dim=1) > 0)
 
 
 def plane_regions(net: MLP, origin, e1, e2, half_side: float) -> list[list[Polygon]]:
     """Partition the square ``|u|, |v| <= half_side`` of the plane ``origin + u e1 + v e2`` into
-    the regions of the first 1, 2, ... hidden layers. Returns one list of polygons per layer."""
-    to_np = lambda t: np.asarray(t.detach().cpu().double() if torch.is_tensor(t) else t, dtype=float)  # noqa: E731
-    o, e1, e2 = to_np(origin), to_np(e1), to_np(e2)
+    the regions of the first 1, 2, ... hidden layers. Returns one list of polygons per layer.
+
+    Exact in float64 on the net's device, vectorised over cells: within a layer every neuron's
+    pre-activation is one affine function of (u, v) on each cell of the layers before (its
+    ``parent``), so each neuron's line in turn cuts, in one clip, exactly the cells descended from
+    parents it crosses (found for all neurons at once from the parents' vertices; a part of a cell
+    lies in its parent). Cells come in the order of a depth-first walk (a cut cell is followed by
+    its part above the line); a part with fewer than 3 vertices (a line through a corner) is dropped.
+    """
+    dev = net.weights[0].device
+    f64 = lambda t: torch.as_tensor(np.asarray(t.detach().cpu() if torch.is_tensor(t) else t),  # noqa: E731
+                                    dtype=torch.float64).to(dev)
     s = float(half_side)
-    square = np.array([[-s, -s], [s, -s], [s, s], [-s, s]])
-    # Each polygon carries the affine map (a, B) of its current activations: h = a + B @ (u, v).
-    polys = [(square, np.zeros(0, dtype=np.int8), o, np.stack([e1, e2], axis=1))]
     kinks = KINKS[net.activation]
+    verts = torch.tensor([[[-s, -s], [s, -s], [s, s], [-s, s]]], dtype=torch.float64, device=dev)
+    count = torch.tensor([4], device=dev)
+    # The cells' activations as affine maps h = a + bmat @ (u, v), and every hidden neuron's piece.
+    a, bmat = f64(origin)[None], torch.stack([f64(e1), f64(e2)], dim=1)[None]
+    pattern = torch.zeros(1, 0, dtype=torch.int8, device=dev)
     out = []
-    hidden = list(zip(net.weights, net.biases))[: net.n_hidden]
-    for w, c in hidden:
-        w, c = to_np(w), to_np(c)
-        pieces = []
-        for verts, pattern, a, bmat in polys:
-            za, zb = w @ a + c, w @ bmat  # z = za + zb @ (u, v)
-            cells = [verts]
-            for j in range(len(za)):
-                for theta in kinks:
-                    nxt = []
-                    for cell in cells:
-                        vals = za[j] - theta + cell @ zb[j]
-                        if vals.min() < 0 < vals.max():
-                            lo, hi = _clip(cell, vals)
-                            nxt += [p for p in (lo, hi) if len(p) >= 3]
-                        else:
-                            nxt.append(cell)
-                    cells = nxt
-            for cell in cells:
-                code = _codes(torch.from_numpy(za + zb @ cell.mean(axis=0)), net.activation)
-                ha, hb = _post(torch.from_numpy(za), torch.from_numpy(zb), code, net.activation)
-                pieces.append((cell, np.concatenate([pattern, code.numpy()]), ha.numpy(), hb.numpy()))
-        polys = pieces
-        out.append([Polygon(v, p, bounded=not np.any(np.isclose(np.abs(v), s).any(axis=1))) for v, p, _, _ in polys])
+    for w, c in list(zip(net.weights, net.biases))[: net.n_hidden]:
+        w = f64(w)
+        za = a @ w.T + (f64(c) if c is not None else 0.0)  # z = za + zb @ (u, v) on each parent cell
+        zb = torch.einsum("ij,pjk->pik", w, bmat)
+        at_vertices = za[:, None, :] + verts @ zb.transpose(1, 2)  # [P, V, n]
+        crossed = [_straddles(at_vertices - theta, count) for theta in kinks]  # [P, n] per kink
+        cells = _Cells(verts, count, len(za[0]) * len(kinks))
+        for j in range(w.shape[0]):
+            for k, theta in enumerate(kinks):
+                if not crossed[k][:, j].any():
+                    continue
+                cand = crossed[k][cells.parent[: cells.n], j].nonzero().squeeze(1)
+                par = cells.parent[cand]
+                vals = _values(za[par, j] - theta, zb[par, j], cells.verts[cand])
+                cut = _straddles(vals, cells.count[cand])
+                idx = cand[cut]
+                if len(idx):
+                    cells.cut(idx, j * len(kinks) + k, *_clip(cells.verts[idx], cells.count[idx], vals[cut]))
+        verts, count, parent = cells.ordered()
+        centre = verts.sum(dim=1) / count[:, None]
+        za, zb = za[parent], zb[parent]
+        code = _codes(za + (zb @ centre[:, :, None]).squeeze(2), net.activation)
+        a, bmat = _post(za, zb, code, net.activation)
+        pattern = torch.cat([pattern[parent], code], dim=1)
+        valid = torch.arange(verts.shape[1], device=dev) < count[:, None]
+        edge = torch.isclose(verts.abs(), torch.tensor(s, dtype=torch.float64, device=dev)).any(dim=2)
+        bounded = ~(edge & valid).any(dim=1)
+        v_np, n_np, p_np, b_np = verts.cpu().numpy(), count.tolist(), pattern.cpu().numpy(), bounded.tolist()
+        out.append([Polygon(v_np[i, :n], p_np[i], b) for i, (n, b) in enumerate(zip(n_np, b_np))])
     return out
 
 
