@@ -29,3 +29,20 @@ def copy_workflow(dest: Path) -> Path:
 @pytest.fixture
 def workdir(tmp_path):
     return copy_workflow(tmp_path / "wf")
+
+
+@pytest.fixture(scope="session")
+def quick_build(tmp_path_factory):
+    """One quick-scale build of every target, shared by the tests that only read it; a test that
+    edits the workflow or reruns part of it takes a copy (``copy_build``)."""
+    wf = copy_workflow(tmp_path_factory.mktemp("quick") / "wf")
+    run = snakemake("all", "--cores", "2", "--config", "scale=quick", cwd=wf, timeout=1800)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return wf
+
+
+def copy_build(build: Path, dest: Path) -> Path:
+    """A copy of a built workflow, file times and Snakemake's records kept (so that it is as up to
+    date as the original), without the training checkpoints that nothing here resumes."""
+    shutil.copytree(build, dest, symlinks=True, ignore=shutil.ignore_patterns("checkpoints"))
+    return dest

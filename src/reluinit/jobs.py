@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import platform
 from pathlib import Path
@@ -28,8 +29,25 @@ def start(log_path: str | None, threads: int = 1) -> logging.Logger:
 
 def write_table(df: pd.DataFrame, path: str | Path, **constants) -> None:
     """Write a tidy table as CSV, with ``constants`` (experiment, scale, ...) as leading columns."""
-    for i, (name, value) in enumerate(constants.items()):
-        df.insert(i, name, value)
+    _lead(df, constants)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(path, index=False)
     logging.getLogger("reluinit").info("wrote %d rows to %s", len(df), path)
+
+
+def write_parts(frames: dict[str, pd.DataFrame], path: str | Path, **constants) -> None:
+    """Write one job's rows, each part's under its ``part`` key. Several parts (a job that runs all
+    of an experiment's) are written as their files would read back, concatenated: the table the
+    figure job makes is the same whether the parts ran in one job or in one each."""
+    if len(frames) == 1:
+        ((key, df),) = frames.items()
+        return write_table(df, path, **constants, part=key)
+    read_back = [pd.read_csv(io.StringIO(_lead(df, {**constants, "part": key}).to_csv(index=False)))
+                 for key, df in frames.items()]
+    write_table(pd.concat(read_back, ignore_index=True), path)
+
+
+def _lead(df: pd.DataFrame, constants: dict) -> pd.DataFrame:
+    for i, (name, value) in enumerate(constants.items()):
+        df.insert(i, name, value)
+    return df

@@ -62,6 +62,25 @@ def _resources(s: dict, runs, scale: str) -> dict:
     return out
 
 
+# The job of a measurement experiment that runs all of its parts (config ``measure_jobs: one``).
+ALL_PARTS = "all-parts"
+
+
+def measure_jobs(config: dict, exp: str, scale: str | None = None) -> dict[str, list[str]]:
+    """``{job key: [part keys]}`` of a measurement experiment at ``scale``: a job per part, or with
+    ``measure_jobs: {<scale>: one}`` a single job ``all-parts`` (when there are several) that runs
+    them in order and writes the rows they would have written one by one. Training experiments
+    always have a job per part (each a GPU job of its own, resumable)."""
+    scale = scale or config["scale"]
+    keys = list(catalogue.get(exp).parts(settings(config, exp, scale)))
+    one = (config.get("measure_jobs") or {}).get(scale, "parts") == "one"
+    if one and len(keys) > 1 and not catalogue.get(exp).trains:
+        if ALL_PARTS in keys:
+            raise ValueError(f"{exp} has a part named {ALL_PARTS!r}, the name of the job that runs all of them")
+        return {ALL_PARTS: keys}
+    return {key: [key] for key in keys}
+
+
 def default_experiments(config: dict, scale: str) -> list[str]:
     """Experiments `all` builds that have jobs of their own (not optional ones, not views)."""
     return [e for e in config["experiments"] if not catalogue.get(e).source
@@ -75,15 +94,18 @@ def jobs(config: dict, scale: str | None = None, exps: list[str] | None = None) 
     for exp in exps or default_experiments(config, scale):
         e = catalogue.get(exp)
         s = settings(config, exp, scale)
-        for key, kwargs in e.parts(s).items():
-            if e.trains:
+        parts = e.parts(s)
+        if e.trains:
+            for key, kwargs in parts.items():
                 r = _resources(s, kwargs["runs"].values(), scale)
                 gpu, cpus = r.get("gpu", 0), r.get("gpu", 0) * r.get("cpus_per_gpu", 0) or 1
                 rows.append(dict(rule="train_part", job=f"{exp}/{key}", gpu=gpu, cpus=cpus, mem_mb=r["mem_mb"],
                                  runtime_h=hours(r["runtime"])))
-            else:
-                rows.append(dict(rule="measure", job=f"{exp}/{key}", gpu=0, cpus=MEASURE["threads"],
+        else:
+            for job in measure_jobs(config, exp, scale):
+                rows.append(dict(rule="measure", job=f"{exp}/{job}", gpu=0, cpus=MEASURE["threads"],
                                  mem_mb=MEASURE["mem_mb"], runtime_h=hours(MEASURE["runtime"])))
+        for key in parts:
             for spec, arch, run in e.trained(s, key):
                 specs[(spec, arch, run)] = None
     for spec, arch, run in specs:

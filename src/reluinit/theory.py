@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import math
 
-from scipy.optimize import brentq
-
 
 # --- OP: norm preservation ---------------------------------------------------------------
 
@@ -28,6 +26,8 @@ def op_epsilon(width: int, delta: float = 0.05) -> float:
     Solves ``2 exp(-m op_rate(eps)) = delta`` (``op_rate`` increases on eps > 0). Returns NaN
     when no eps below 1 is guaranteed, i.e. the lemma says nothing at this width.
     """
+    from scipy.optimize import brentq  # here: scipy's import costs every job that reads a bound 0.5 s
+
     target = math.log(2.0 / delta) / width
     if op_rate(1.0 - 1e-12) < target:
         return math.nan

@@ -58,12 +58,26 @@ def train_settings(spec):
 
 
 def measure_inputs(w):
-    """Files a measurement (or training) job reads: its part's pruning masks (an experiment that
-    prunes), checkpoints of the trained nets it measures, and the fetch record of the dataset it
+    """Files a measurement (or training) job reads: its parts' pruning masks (an experiment that
+    prunes), checkpoints of the trained nets they measure, and the fetch record of the dataset it
     draws inputs from (none at the quick scale)."""
     s = exp_settings(w.exp)
-    trained = [paths.trained(RESULTS, *t) for t in catalogue.get(w.exp).trained(s, w.part)]
-    return masks_file(w) + trained + dataset_inputs(w)
+    trained = [paths.trained(RESULTS, *t) for key in job_parts(w) for t in catalogue.get(w.exp).trained(s, key)]
+    return list(dict.fromkeys(masks_file(w) + trained + dataset_inputs(w)))
+
+
+def job_parts(w):
+    """The parts a measurement (or training) job runs: its own, or all of its experiment's where
+    the scale's `measure_jobs` is `one` (reluinit.plan.measure_jobs)."""
+    jobs = measure_jobs(w.exp)
+    if w.part not in jobs:
+        raise WorkflowError(f"{w.exp} has no job {w.part!r} at the {SCALE} scale; its jobs: {', '.join(jobs)}")
+    return jobs[w.part]
+
+
+@functools.cache
+def measure_jobs(exp):
+    return plan.measure_jobs(config, exp, SCALE)
 
 
 def dataset_inputs(w):
@@ -74,8 +88,9 @@ def dataset_inputs(w):
 
 
 def masks_file(w):
-    """The part's masks (written by the `prune` job) where the experiment prunes: ``[]`` or one path."""
-    return [paths.masks(RESULTS, w.exp, w.part)] if catalogue.get(w.exp).masks else []
+    """The masks of the job's parts (written by their `prune` jobs) where the experiment prunes:
+    ``[]``, or one path per part in the job's order."""
+    return [paths.masks(RESULTS, w.exp, key) for key in job_parts(w)] if catalogue.get(w.exp).masks else []
 
 
 # --- code fingerprints: a job reruns when the library code it runs changes ---------------------
@@ -108,14 +123,10 @@ def notebook_code():
     return provenance.code_fingerprint(*[f for f in vars(reports).values() if callable(f)])
 
 
-def part_keys(exp):
-    return list(catalogue.get(exp).parts(exp_settings(exp)))
-
-
 def table_parts(exp):
-    """The part files an experiment's table is made of (a view's are its source's)."""
+    """The job files an experiment's table is made of, in part order (a view's are its source's)."""
     source = SOURCES.get(exp, exp)
-    return [paths.part(RESULTS, source, key) for key in part_keys(source)]
+    return [paths.part(RESULTS, source, job) for job in measure_jobs(source)]
 
 
 def train_resources(w):

@@ -18,10 +18,9 @@ import logging
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 import torch
 
-from .. import plotting
+from ..lazy import plotting, sns  # figure code: imported when a figure is drawn
 from ..dichotomies import random_walk, sweep
 from ..nets import resolve_device
 from ..sampling import random_net

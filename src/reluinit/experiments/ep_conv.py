@@ -57,9 +57,8 @@ import math
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 
-from .. import plotting
+from ..lazy import plotting, sns  # figure code: imported when a figure is drawn
 from ..datasets import resolve
 from ..models import TrajReg, conv_net, trajreg_loss
 from ..nets import resolve_device

@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import logging
 
-import matplotlib
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from torch import nn
 
-from .. import plotting
+from ..lazy import matplotlib, plotting, sns  # figure code: imported when a figure is drawn
 from ..models import fc_net
 from ..stages import circle, length_rows, sigma_w_rows
 from ..training import Checkpoint, Recipe, evaluate, fit, run_rows

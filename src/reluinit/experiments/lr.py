@@ -8,10 +8,10 @@ import math
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 import torch
 
-from .. import datasets, plotting
+from .. import datasets
+from ..lazy import plotting, sns  # figure code: imported when a figure is drawn
 from ..nets import resolve_device, sample_mlp
 from ..regions import boundary_distance, plane_regions, sawtooth, split_lines
 from . import lr_train, part_seed, resolve_part

@@ -12,10 +12,10 @@ import logging
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 import torch
 
-from .. import plotting, theory
+from .. import theory
+from ..lazy import plotting, sns  # figure code: imported when a figure is drawn
 from ..nets import resolve_device, sample_mlp
 from ..norms import distortion, norm_ratios
 from . import part_seed, resolve_part

@@ -23,11 +23,11 @@ import math
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 import torch
 from scipy.optimize import brentq
 
-from .. import datasets, plotting
+from .. import datasets
+from ..lazy import plotting, sns  # figure code: imported when a figure is drawn
 from ..meanfield import chi, eoc_sigma_w
 from ..models import build, ffnn, initialize
 from ..nets import resolve_device

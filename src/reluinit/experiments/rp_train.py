@@ -19,10 +19,10 @@ import logging
 import math
 
 import pandas as pd
-import seaborn as sns
 from torch import nn
 
-from .. import datasets, plotting
+from .. import datasets
+from ..lazy import plotting, sns  # figure code: imported when a figure is drawn
 from ..meanfield import eoc_sigma_w
 from ..models import build, initialize
 from ..pruning import PRUNERS, apply_masks, layer_table, prune_with_s_cr, rescale, sparsity

@@ -17,11 +17,9 @@ import logging
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 import torch
-from matplotlib.ticker import NullFormatter
 
-from .. import plotting
+from ..lazy import plotting, sns, ticker  # figure code: imported when a figure is drawn
 from ..nets import resolve_device
 from ..regions import split_lines
 from ..sampling import DISTRIBUTIONS, random_net, sigma_of_discrete, subvector_norms
@@ -352,6 +350,6 @@ def f5_figure(table: pd.DataFrame, s: dict):
                      palette="viridis", marker="o", errorbar=None, ax=axes[4])
         axes[4].set(xscale="log", yscale="log", xlabel="pieces", ylabel="|length / finest - 1|",
                     title="(e) curved path: refining the discretisation")
-        axes[4].xaxis.set_minor_formatter(NullFormatter())
+        axes[4].xaxis.set_minor_formatter(ticker.NullFormatter())
     fig.suptitle(f"TG-F5: random points in $R^{{{s['input_dim']}}}$, width {s['width']}, dashed: Corollaries 1-3")
     return fig

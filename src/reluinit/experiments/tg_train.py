@@ -41,7 +41,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from .. import plotting
+from ..lazy import plotting  # figure code: imported when a figure is drawn
 from ..models import build, initialize
 from ..nets import MLP, resolve_device
 from ..training import Checkpoint, Recipe, fit, history_table, load_data

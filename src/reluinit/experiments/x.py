@@ -8,10 +8,10 @@ import logging
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 import torch
 
-from .. import datasets, plotting
+from .. import datasets
+from ..lazy import plotting, sns  # figure code: imported when a figure is drawn
 from ..nets import resolve_device, sample_mlp
 from ..regions import split_lines
 from . import part_seed
