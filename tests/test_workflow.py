@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import ROOT, copy_build, snakemake
+from conftest import ROOT, copy_build, copy_workflow, snakemake
 from reluinit import catalogue, claims, plan
 from reluinit.config import settings
 from reluinit.pruning import load_masks
@@ -155,6 +155,27 @@ def test_diverged_and_emptied_runs_are_results_and_jobs_resume(workdir):
     assert (after.loc[after["epoch"] == 1, "lr"] == 0.05).all()  # the new schedule starts at 0.05
     trained = after["epoch"] > 0
     assert not after.loc[trained, "train_loss"].equals(before.loc[trained, "train_loss"])
+
+
+def test_one_job_for_all_parts_writes_the_tables_of_one_job_per_part(tmp_path):
+    """`measure_jobs: {quick: one}` (the quick scale's default) runs an experiment's parts in one
+    job; its tables equal, exactly, those of one job per part: OP-F3 (three widths' variations),
+    RP-F2 (two nets, each part reading the masks of its own prune job) and X-F1."""
+    targets = ["op_f3", "rp_f2", "x_f1"]
+    tables = {}
+    for mode in ("one", "parts"):
+        wf = copy_workflow(tmp_path / mode)
+        (wf / "jobs.yaml").write_text(yaml.safe_dump({"measure_jobs": {"quick": mode}}))
+        run = snakemake(*targets, "--cores", "2", "--configfile", "jobs.yaml", "--config", "scale=quick", cwd=wf)
+        assert run.returncode == 0, run.stderr[-3000:]
+        jobs = re.findall(r"^Job \d+: (\S+) \[(\S+)\] at the quick scale", run.stdout + run.stderr, re.M)
+        parts = {e: list(catalogue.get(e).parts(settings(CONFIG, e, "quick"))) for e in ("OP-F3", "RP-F2", "X-F1")}
+        expect = {(e, "all-parts") for e in parts} if mode == "one" else {(e, k) for e, ks in parts.items() for k in ks}
+        assert set(jobs) == expect, jobs
+        tables[mode] = {e: pd.read_csv(wf / "results" / "quick" / catalogue.paper_of(e) / f"{e}.csv") for e in parts}
+    for exp, table in tables["one"].items():
+        assert list(table["part"].unique()) == list(tables["parts"][exp]["part"].unique())
+        pd.testing.assert_frame_equal(table, tables["parts"][exp], check_exact=True)
 
 
 def test_quick_scale_builds_every_target(quick_build):
