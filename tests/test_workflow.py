@@ -160,8 +160,8 @@ def test_diverged_and_emptied_runs_are_results_and_jobs_resume(workdir):
 def test_one_job_for_all_parts_writes_the_tables_of_one_job_per_part(tmp_path):
     """`measure_jobs: {quick: one}` (the quick scale's default) runs an experiment's parts in one
     job; its tables equal, exactly, those of one job per part: OP-F3 (three widths' variations),
-    RP-F2 (two nets, each part reading the masks of its own prune job) and X-F1."""
-    targets = ["op_f3", "rp_f2", "x_f1"]
+    RP-F2 (two nets, each part reading the masks of its own prune job) and LR-F4."""
+    targets = ["op_f3", "rp_f2", "lr_f4"]
     tables = {}
     for mode in ("one", "parts"):
         wf = copy_workflow(tmp_path / mode)
@@ -169,7 +169,7 @@ def test_one_job_for_all_parts_writes_the_tables_of_one_job_per_part(tmp_path):
         run = snakemake(*targets, "--cores", "2", "--configfile", "jobs.yaml", "--config", "scale=quick", cwd=wf)
         assert run.returncode == 0, run.stderr[-3000:]
         jobs = re.findall(r"^Job \d+: (\S+) \[(\S+)\] at the quick scale", run.stdout + run.stderr, re.M)
-        parts = {e: list(catalogue.get(e).parts(settings(CONFIG, e, "quick"))) for e in ("OP-F3", "RP-F2", "X-F1")}
+        parts = {e: list(catalogue.get(e).parts(settings(CONFIG, e, "quick"))) for e in ("OP-F3", "RP-F2", "LR-F4")}
         expect = {(e, "all-parts") for e in parts} if mode == "one" else {(e, k) for e, ks in parts.items() for k in ks}
         assert set(jobs) == expect, jobs
         tables[mode] = {e: pd.read_csv(wf / "results" / "quick" / catalogue.paper_of(e) / f"{e}.csv") for e in parts}
