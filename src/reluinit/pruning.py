@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 from typing import Callable
 
-import numpy as np
 import pandas as pd
 import torch
 from torch import nn
@@ -39,24 +38,14 @@ def prunable(model: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def masks_from_scores(scores: dict[str, torch.Tensor], density: float) -> Masks:
-    """Keep the ``round(density * N)`` highest scores over all layers together; of the scores
-    equal to the k-th highest, those first in layer order.
-
-    The k-th highest comes from a partition (numpy's introselect, O(N)): on 1.9 M scores it takes a
-    fifth of a ``torch.topk`` of k, which was the largest part of a SynFlow round."""
+    """Keep the ``round(density * N)`` highest scores over all layers together."""
     if not 0 <= density <= 1:
         raise ValueError(f"density must be in [0, 1], got {density}")
     flat = torch.cat([s.detach().flatten().double() for s in scores.values()])
-    n, k = len(flat), round(density * len(flat))
-    if 0 < k < n and not torch.isnan(flat).any():
-        kth = float(np.partition(flat.cpu().numpy(), n - k)[n - k])
-        keep = flat > kth
-        short = k - int(keep.sum())
-        keep[(flat == kth).nonzero().flatten()[:short]] = True
-    else:  # none, all, or NaN scores (which rank highest, as in torch.topk)
-        keep = torch.zeros(n, dtype=torch.bool, device=flat.device)
-        if k:
-            keep[torch.topk(flat, k, sorted=False).indices] = True
+    keep = torch.zeros(len(flat), dtype=torch.bool, device=flat.device)
+    k = round(density * len(flat))
+    if k:
+        keep[torch.topk(flat, k, sorted=False).indices] = True
     out, start = {}, 0
     for name, s in scores.items():
         out[name] = keep[start: start + s.numel()].view_as(s)
