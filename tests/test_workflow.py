@@ -162,6 +162,7 @@ def test_one_job_for_all_parts_writes_the_tables_of_one_job_per_part(tmp_path):
     job; its tables equal, exactly, those of one job per part: OP-F3 (three widths' variations),
     RP-F2 (two nets, each part reading the masks of its own prune job) and LR-F4."""
     targets = ["op_f3", "rp_f2", "lr_f4"]
+    parts = {e: list(catalogue.get(e).parts(settings(CONFIG, e, "quick"))) for e in ("OP-F3", "RP-F2", "LR-F4")}
     tables = {}
     for mode in ("one", "parts"):
         wf = copy_workflow(tmp_path / mode)
@@ -169,7 +170,6 @@ def test_one_job_for_all_parts_writes_the_tables_of_one_job_per_part(tmp_path):
         run = snakemake(*targets, "--cores", "2", "--configfile", "jobs.yaml", "--config", "scale=quick", cwd=wf)
         assert run.returncode == 0, run.stderr[-3000:]
         jobs = re.findall(r"^Job \d+: (\S+) \[(\S+)\] at the quick scale", run.stdout + run.stderr, re.M)
-        parts = {e: list(catalogue.get(e).parts(settings(CONFIG, e, "quick"))) for e in ("OP-F3", "RP-F2", "LR-F4")}
         expect = {(e, "all-parts") for e in parts} if mode == "one" else {(e, k) for e, ks in parts.items() for k in ks}
         assert set(jobs) == expect, jobs
         tables[mode] = {e: pd.read_csv(wf / "results" / "quick" / catalogue.paper_of(e) / f"{e}.csv") for e in parts}
@@ -293,7 +293,6 @@ def test_quick_scale_builds_every_target(quick_build):
     assert abs(eoc["chi_measured_rescaled"] - 1) < abs(eoc["chi_measured_pruned"] - 1)
     t7 = pd.read_csv(results / "RP" / "RP-T7.csv").groupby("gamma")["s_cr"].mean()
     assert t7.is_monotonic_decreasing and (t7 <= 1).all()
-
 
 
 def test_a_rebuild_does_only_what_changed(quick_build, tmp_path):

@@ -72,9 +72,10 @@ def measure_jobs(config: dict, exp: str, scale: str | None = None) -> dict[str, 
     them in order and writes the rows they would have written one by one. Training experiments
     always have a job per part (each a GPU job of its own, resumable)."""
     scale = scale or config["scale"]
-    keys = list(catalogue.get(exp).parts(settings(config, exp, scale)))
+    e = catalogue.get(exp)
+    keys = list(e.parts(settings(config, exp, scale)))
     one = (config.get("measure_jobs") or {}).get(scale, "parts") == "one"
-    if one and len(keys) > 1 and not catalogue.get(exp).trains:
+    if one and len(keys) > 1 and not e.trains:
         if ALL_PARTS in keys:
             raise ValueError(f"{exp} has a part named {ALL_PARTS!r}, the name of the job that runs all of them")
         return {ALL_PARTS: keys}

@@ -46,10 +46,9 @@ EXPERIMENTS = ["OP-F1", "OP-F2", "OP-F3",
                "X-F1"]
 
 # Cheap cells of the reference recomputed by the regression oracle: (experiment, part, settings
-# changed, rows of the committed table they must equal). A cut keeps entries of a sweep whose
-# seeds do not depend on the cut, so the numbers are those of the full run. Only experiments
-# on random inputs: CI has no MNIST.
-# (experiment, part, settings changed, rows of the committed table, relative tolerance). OP-F1's
+# changed, rows of the committed table they must equal, relative tolerance). A cut keeps entries
+# of a sweep whose seeds do not depend on the cut, so the numbers are those of the full run. Only
+# experiments on random inputs: CI has no MNIST. OP-F1's
 # nets compute in float32, whose rounding differs between CPUs' kernels: recomputed on an Intel
 # Xeon, its ratios part from the AMD EPYC's table by up to 9e-7 (activations) and 2.6e-6
 # (gradients, through 10 layers), so its tolerance is 1e-5, about 80 float32 steps and far below

@@ -12,7 +12,8 @@ keys = plan.measure_jobs(config, exp_id, scale)[job]
 masks = dict(zip(keys, snakemake.params.masks))  # noqa: F821 - the parts' masks, from their `prune` jobs
 # A part sees the job's inputs less the other parts' trained nets and masks (its own in its order).
 results = paths.scale_root(config["results"], scale)
-own = {key: {paths.trained(results, *t) for t in exp.trained(s, key)} | {masks.get(key)} for key in keys}
+own = {key: {paths.trained(results, *t) for t in exp.trained(s, key)} | ({masks[key]} if key in masks else set())
+       for key in keys}
 frames = {}
 for key in keys:
     log.info("%s part %s at the %s scale: %s", exp_id, key, scale, s)
