@@ -9,6 +9,7 @@ import torch
 
 from reluinit import datasets
 from reluinit.experiments import lr, lr_train
+from reluinit.figures import lr as lr_figures
 from reluinit.nets import sample_mlp
 from reluinit.regions import split_lines
 
@@ -86,7 +87,7 @@ def test_f6_panel_c_is_neurons_times_distance_against_accuracy(runs):
     tmp, paths = runs
     s = _settings(tmp, seed=16, n_points=50)
     table = pd.concat([lr.f6_measure(s, f"{ARCH}-run{r}", "cpu", [paths[r]]) for r in range(2)])
-    ax = lr.f6_figure(table, s).axes[2]
+    ax = lr_figures.f6_figure(table, s).axes[2]
     expected = table.groupby("epoch").agg(acc=("test_acc", "mean"), d=("distance", "mean"))
     line = ax.get_lines()[0]
     assert np.allclose(line.get_xdata(), expected["acc"])
@@ -101,7 +102,7 @@ def test_f8_marks_the_three_training_points(runs, digits):
     *_, corners = lr.data_plane(digits.x.flatten(1), digits.y, scale=1.25)
     for d in range(3):
         assert np.allclose(table[f"digit{d}_u"], corners[d, 0]) and np.allclose(table[f"digit{d}_v"], corners[d, 1])
-    fig = lr.f8_figure(table, s)
+    fig = lr_figures.f8_figure(table, s)
     for ax in fig.axes:
         marks = [(line.get_xdata()[0], line.get_ydata()[0]) for line in ax.get_lines()]
         assert np.allclose(marks, corners)

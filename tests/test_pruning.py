@@ -83,6 +83,26 @@ def test_synflow_on_resnet32_with_doubled_filters_keeps_one_percent():
     assert abs(sum(int(m.sum()) for m in masks.values()) - round(0.01 * n)) <= 1
 
 
+def test_synflow_searches_only_the_kept_weights_and_prunes_as_the_global_top_k_does():
+    """Each SynFlow round keeps the top k of its scores; a pruned weight scores 0 and k only
+    shrinks, so the search over the weights kept so far (synflow_masks) gives the masks of the
+    plain global top k over all scores (masks_from_scores), round after round."""
+    from torch.func import functional_call
+
+    model = initialize(ResNet(8, channels=(4, 8, 16)), "he", seed=6)
+    density, rounds = 0.05, 12
+    net, weights, ones = pruning._linearized(model, (3, 8, 8))
+    masks = {n: torch.ones_like(w, dtype=torch.bool) for n, w in weights.items()}
+    for r in range(1, rounds + 1):
+        live = {n: (w * masks[n]).requires_grad_(True) for n, w in weights.items()}
+        grads = torch.autograd.grad(functional_call(net, live, (ones,)).sum(), list(live.values()))
+        masks = masks_from_scores({n: (w * g).abs() for (n, w), g in zip(live.items(), grads)},
+                                  density ** (r / rounds))
+    got = synflow_masks(model, (3, 8, 8), density, rounds)
+    assert list(got) == list(masks)
+    assert all(torch.equal(got[n], masks[n]) for n in masks)
+
+
 def test_pruned_weights_stay_zero_through_training():
     model = initialize(ffnn(64, 32, 2, 10), "he", seed=5)
     x, y = _batch()

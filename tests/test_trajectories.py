@@ -204,7 +204,7 @@ def test_tg_growth_averages_hidden_to_hidden_layers_and_keeps_the_first_apart():
     which may change the dimension (R^500 -> 784 in TG-F5), is its own column."""
     import pandas as pd
 
-    from reluinit.experiments.tg import growth_summary, net_growth
+    from reluinit.figures.tg import growth_summary, net_growth
 
     rows = [{"path": "line", "sweep": "alpha", "distribution": "gaussian", "sigma_w": 2.0, "alpha": 0.5, "net": 0,
              "layer": layer, "growth": g, "lower_bound": 0.5} for layer, g in [(0, np.nan), (1, 3.0), (2, 1.0),
@@ -219,7 +219,8 @@ def test_a_sweep_measured_in_float32_sees_the_same_nets_and_growth_as_in_float64
     """TG's growth sweeps run in float32 (their ``dtype`` setting): the nets are drawn in float64
     and cast, so a seed names the same net, and the growth factors agree to 1e-4 while nets
     differ from each other by percents. What a sweep does not measure has no column."""
-    from reluinit.experiments.tg import growth_rows, net_growth
+    from reluinit.experiments.tg import growth_rows
+    from reluinit.figures.tg import net_growth
 
     s = {"input_dim": 64, "width": 96, "depth": 5, "bias": 0.01, "n_nets": 3, "n_pieces": 3000,
          "sigma_ws": [2.0, 6.0], "alpha": 0.5}

@@ -97,7 +97,7 @@ def test_quick_scale_dry_run_is_small(workdir):
     assert jobs["measure"] == _n_parts("quick") and jobs["total"] < 5 * len(CONFIG["experiments"]) + 20
     assert "results/quick/OP/OP-F1.csv" in run.stdout and "results/paper" not in run.stdout
     # a figure job names the functions that compute its rows and plot them (reluinit.catalogue)
-    assert ("rows computed by reluinit.experiments.op.f1_measure, plotted by reluinit.experiments.op.f1_figure"
+    assert ("rows computed by reluinit.experiments.op.f1_measure, plotted by reluinit.figures.op.f1_figure"
             in run.stdout)
     # a user-set results folder holds the scale trees in turn
     moved = snakemake("op_f1", "-n", "--cores", "2", "--config", "scale=quick", "results=elsewhere", cwd=workdir)

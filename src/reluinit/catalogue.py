@@ -2,8 +2,8 @@
 place in the paper, what it shows, and the module and functions that compute and plot it.
 
 This is the one place an id is wired to code: ``get("TG-F2")`` imports
-``reluinit.experiments.tg`` and returns its ``f2_parts``, ``f2_measure``, ``f2_figure`` and
-``f2_summary`` (README, "Adding an experiment"). Nothing registers itself on import, and the
+``reluinit.experiments.tg`` and returns its ``f2_parts`` and ``f2_measure``, with ``f2_figure`` and
+``f2_summary`` from ``reluinit.figures.tg`` (README, "Adding an experiment"). Nothing registers itself on import, and the
 library never imports the experiments: only ``get`` reaches them, by name.
 
 The same table writes the README's status table (``python -m reluinit.catalogue``) and
@@ -14,6 +14,7 @@ catalogue, ``config.yaml``, its schema and the shared experiment list name the s
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import re
 import sys
 from dataclasses import dataclass
@@ -82,10 +83,26 @@ def get(exp_id: str) -> Experiment:
     except KeyError:
         raise KeyError(f"no experiment {exp_id!r} in the catalogue; known: {sorted(ENTRIES)}") from None
     module = importlib.import_module(f"{__package__}.experiments.{entry.module}")
-    parts, measure, figure, summary = (getattr(module, name) for name in entry.functions)
+    parts, measure = (getattr(module, name) for name in entry.functions[:2])
+    figure, summary = figures_of(exp_id)
     extra = {role: getattr(module, name) for role, name in (("trained", entry.trained), ("masks", entry.masks))
              if name}
     return Experiment(exp_id, parts, measure, figure, summary, trains=entry.trains, source=entry.source, **extra)
+
+
+def figures_of(exp_id: str) -> tuple[Callable, Callable]:
+    """``(figure, summary)`` of ``exp_id`` alone: a figure job imports no torch when its experiment's
+    module has them in ``reluinit.figures`` (every id shipped does)."""
+    entry = ENTRIES[exp_id]
+    views = _figure_module(entry.module) or importlib.import_module(f"{__package__}.experiments.{entry.module}")
+    return tuple(getattr(views, name) for name in entry.functions[2:])
+
+
+def _figure_module(module: str):
+    """``reluinit.figures.<module>`` if there is one (an experiment may keep its figure code in its own
+    module instead, at the cost of torch's import in its figure job), else None."""
+    name = f"{__package__}.figures.{module}"
+    return importlib.import_module(name) if importlib.util.find_spec(name) else None
 
 
 def code_names(exp_id: str) -> dict[str, str]:
@@ -93,7 +110,9 @@ def code_names(exp_id: str) -> dict[str, str]:
     (the figure rules' messages say it)."""
     entry = ENTRIES[exp_id]
     roles = list(zip(("parts", "measure", "figure", "summary"), entry.functions)) + [("masks", entry.masks)]
-    return {role: f"{__package__}.experiments.{entry.module}.{name}" for role, name in roles if name}
+    views = "figures" if importlib.util.find_spec(f"{__package__}.figures.{entry.module}") else "experiments"
+    return {role: f"{__package__}.{views if role in ('figure', 'summary') else 'experiments'}.{entry.module}.{name}"
+            for role, name in roles if name}
 
 
 def _order(exp_id: str):

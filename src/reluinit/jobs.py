@@ -8,11 +8,12 @@ import platform
 from pathlib import Path
 
 import pandas as pd
-import torch
 
 
-def start(log_path: str | None, threads: int = 1) -> logging.Logger:
-    """Send this job's log records (and warnings) to ``log_path`` and size torch's thread pool."""
+def start(log_path: str | None, threads: int | None = 1) -> logging.Logger:
+    """Send this job's log records (and warnings) to ``log_path`` and size torch's thread pool;
+    ``threads=None``: a job that only reads tables (a figure, the scorecard) and never imports torch,
+    about 2 s of a quick job's start-up."""
     handlers: list[logging.Handler] = [logging.StreamHandler()]
     if log_path:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
@@ -20,8 +21,13 @@ def start(log_path: str | None, threads: int = 1) -> logging.Logger:
     logging.basicConfig(level=logging.INFO, handlers=handlers, force=True,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.captureWarnings(True)
-    torch.set_num_threads(max(1, threads))
     log = logging.getLogger("reluinit")
+    if threads is None:
+        log.info("python %s, pandas %s", platform.python_version(), pd.__version__)
+        return log
+    import torch
+
+    torch.set_num_threads(max(1, threads))
     log.info("python %s, torch %s, %d threads, cuda available: %s", platform.python_version(),
              torch.__version__, torch.get_num_threads(), torch.cuda.is_available())
     return log

@@ -21,7 +21,7 @@ import pandas as pd
 import yaml
 
 from . import catalogue
-from .config import settings, training_settings
+from .config import settings
 
 # Resources of the rules whose jobs all ask the same (rule `measure`, rule `train`).
 MEASURE = {"mem_mb": 8000, "runtime": "2h", "threads": 2}

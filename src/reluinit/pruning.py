@@ -46,8 +46,13 @@ def masks_from_scores(scores: dict[str, torch.Tensor], density: float) -> Masks:
     k = round(density * len(flat))
     if k:
         keep[torch.topk(flat, k, sorted=False).indices] = True
+    return _split(keep, scores)
+
+
+def _split(keep: torch.Tensor, like: dict[str, torch.Tensor]) -> Masks:
+    """The flat boolean ``keep`` as one mask per tensor of ``like``, in its order."""
     out, start = {}, 0
-    for name, s in scores.items():
+    for name, s in like.items():
         out[name] = keep[start: start + s.numel()].view_as(s)
         start += s.numel()
     return out
@@ -116,12 +121,20 @@ def synflow_masks(model: nn.Module, in_shape: tuple[int, ...], density: float, r
     """SynFlow's iterative, data-free pruning (module doc). ``model`` is left untouched."""
     net, weights, ones = _linearized(model, in_shape)
     masks = {n: torch.ones_like(w, dtype=torch.bool) for n, w in weights.items()}
+    n_weights = sum(w.numel() for w in weights.values())
+    alive = torch.arange(n_weights, device=ones.device)  # flat indices of the weights kept so far
     for r in range(1, rounds + 1):
         live = {n: (w * masks[n]).requires_grad_(True) for n, w in weights.items()}
         total = functional_call(net, live, (ones,)).sum()
         grads = torch.autograd.grad(total, list(live.values()))
-        scores = {n: (w * g).abs() for (n, w), g in zip(live.items(), grads)}
-        masks = masks_from_scores(scores, density ** (r / rounds))
+        flat = torch.cat([(w * g).abs().flatten() for w, g in zip(live.values(), grads)])
+        # masks_from_scores over the kept weights alone: a pruned weight scores 0 and the schedule
+        # only shrinks, so the top k of all scores are the top k of the kept ones (unless fewer
+        # than k kept weights score above 0), and the search shrinks round by round with them.
+        alive = alive[torch.topk(flat[alive], round(density ** (r / rounds) * n_weights), sorted=False).indices]
+        keep = torch.zeros(n_weights, dtype=torch.bool, device=ones.device)
+        keep[alive] = True
+        masks = _split(keep, weights)
     return masks
 
 

@@ -4,9 +4,9 @@ HTML page for the report, with verdict counts per paper in the log."""
 
 import pandas as pd
 
-from reluinit import catalogue, claims, jobs, reports
+from reluinit import catalogue, claims, jobs
 
-log = jobs.start(snakemake.log[0])  # noqa: F821 - injected by Snakemake
+log = jobs.start(snakemake.log[0], threads=None)  # noqa: F821 - injected by Snakemake; reads tables, no torch
 scale = snakemake.params.scale  # noqa: F821
 if snakemake.rule == "claims":  # noqa: F821
     paper = snakemake.wildcards.paper  # noqa: F821

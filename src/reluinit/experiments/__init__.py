@@ -7,7 +7,8 @@ through four functions (README, "Adding an experiment"):
 * ``measure(settings, key, device, inputs) -> DataFrame``: one job's rows, one row per
   measurement; ``inputs`` are the files ``trained(settings, key)`` names, in that order,
 * ``figure(table, settings) -> Figure``: the catalogue figure from the combined table,
-* ``summary(table) -> DataFrame``: the numbers a reader compares with the paper,
+* ``summary(table) -> DataFrame``: the numbers a reader compares with the paper (these two in
+  ``reluinit.figures.<module>``, which imports no torch, or in the experiment's own module),
 
 and optionally ``trained(settings, key) -> [(spec, arch, run)]``, the trained nets a job reads,
 and ``masks(settings, key, device, inputs) -> {run key: {"masks": ..., **facts}}``, the job that
