@@ -7,6 +7,7 @@ import torch
 
 from reluinit.catalogue import get
 from reluinit.experiments import tg_train
+from reluinit.figures.tg_train import lines_of
 from reluinit.models import build, initialize
 from reluinit.nets import MLP, Activation
 from reluinit.training import DeviceData, Recipe, fit
@@ -122,7 +123,7 @@ def test_quick_experiment_end_to_end(tmp_path):
     full = pd.concat(by_part.values(), ignore_index=True)
     epochs = full[full["kind"] == "epoch"]  # the engine's per-epoch rows, epoch 0 included
     assert epochs.groupby("run")["epoch"].min().eq(0).all() and epochs["test_acc"].notna().all()
-    table = tg_train.lines_of(full)
+    table = lines_of(full)
     assert len(table) == 2 * 2 * 6 * 2  # sigma_ws x nets x lines x trained
     assert table["dataset"].iloc[0] == "digits"
     assert set(table["pair"]) == {"within", "between"}
