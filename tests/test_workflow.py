@@ -356,7 +356,7 @@ def _code_edits_rerun_what_runs_the_code(workdir):
     """Editing a plotting function reruns figure jobs only; editing a measurement reruns its
     measurements and figures; no edit of the library retrains."""
     src = workdir / "src" / "reluinit"
-    _edit(src / "experiments" / "op.py", 'ax.set(xlabel="layer $l$", ylabel=ylabel)',
+    _edit(src / "figures" / "op.py", 'ax.set(xlabel="layer $l$", ylabel=ylabel)',
           'ax.set(xlabel="layer index $l$", ylabel=ylabel)')
     jobs = _rerun_plan(workdir)
     assert jobs.get("figure_op_f1") == 1, jobs
