@@ -94,15 +94,15 @@ def figures_of(exp_id: str) -> tuple[Callable, Callable]:
     """``(figure, summary)`` of ``exp_id`` alone: a figure job imports no torch when its experiment's
     module has them in ``reluinit.figures`` (every id shipped does)."""
     entry = ENTRIES[exp_id]
-    views = _figure_module(entry.module) or importlib.import_module(f"{__package__}.experiments.{entry.module}")
+    views = importlib.import_module(_figure_module(entry.module))
     return tuple(getattr(views, name) for name in entry.functions[2:])
 
 
-def _figure_module(module: str):
-    """``reluinit.figures.<module>`` if there is one (an experiment may keep its figure code in its own
-    module instead, at the cost of torch's import in its figure job), else None."""
+def _figure_module(module: str) -> str:
+    """``reluinit.figures.<module>`` if there is one, else the experiment's own module (which may keep
+    its figure code, at the cost of torch's import in its figure job)."""
     name = f"{__package__}.figures.{module}"
-    return importlib.import_module(name) if importlib.util.find_spec(name) else None
+    return name if importlib.util.find_spec(name) else f"{__package__}.experiments.{module}"
 
 
 def code_names(exp_id: str) -> dict[str, str]:
@@ -110,9 +110,8 @@ def code_names(exp_id: str) -> dict[str, str]:
     (the figure rules' messages say it)."""
     entry = ENTRIES[exp_id]
     roles = list(zip(("parts", "measure", "figure", "summary"), entry.functions)) + [("masks", entry.masks)]
-    views = "figures" if importlib.util.find_spec(f"{__package__}.figures.{entry.module}") else "experiments"
-    return {role: f"{__package__}.{views if role in ('figure', 'summary') else 'experiments'}.{entry.module}.{name}"
-            for role, name in roles if name}
+    home = {"figure": _figure_module(entry.module), "summary": _figure_module(entry.module)}
+    return {role: f"{home.get(role, f'{__package__}.experiments.{entry.module}')}.{name}" for role, name in roles if name}
 
 
 def _order(exp_id: str):
