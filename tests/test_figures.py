@@ -3,6 +3,9 @@ figure job starts without it, and its copies of sampling's names agree with the 
 
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from reluinit import catalogue
 
@@ -28,3 +31,29 @@ def test_tg_figures_colour_the_distributions_sampling_draws():
     from reluinit.figures import tg
 
     assert tg.DISTRIBUTIONS == sampling.DISTRIBUTIONS
+
+
+@pytest.mark.parametrize("exp_id", ["LR-F6", "RP-T7", "TG-F4"])
+def test_a_figure_drawn_twice_from_one_table_is_the_same_picture(exp_id):
+    """The figures with random parts (seaborn's bootstrapped bands, stripplot jitter) are seeded:
+    a committed paper-scale table drawn twice gives the same PNG bytes, so a rebuild that changed
+    no number changes no picture."""
+    import io
+    import json
+
+    import pandas as pd
+
+    from reluinit import plotting
+
+    tree = Path(__file__).resolve().parents[1] / "reference" / "paper"
+    table = pd.read_csv(next((tree / catalogue.paper_of(exp_id)).glob(f"{exp_id}.csv*")))
+    settings = json.loads((tree / "figures" / f"{exp_id}.json").read_text())["settings"]
+    figure, _ = catalogue.figures_of(exp_id)
+    pictures = []
+    for _ in range(2):
+        fig = figure(table, settings)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=60)
+        plotting.plt.close(fig)
+        pictures.append(buf.getvalue())
+    assert pictures[0] == pictures[1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from pathlib import Path
@@ -36,6 +37,23 @@ def panels(n: int, width: float = 4.2, height: float = 3.4, integer_x: bool = Fa
         for ax in axes:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     return fig, axes[:n]
+
+
+# Seed for seaborn's bootstrapped confidence bands (``seed=BOOTSTRAP_SEED``), so that a figure
+# drawn twice from one table is the same picture, byte for byte.
+BOOTSTRAP_SEED = 0
+
+
+@contextlib.contextmanager
+def numpy_seeded(seed: int = 0):
+    """Seed numpy's global generator for the block, then put its state back: seaborn's stripplot
+    jitter draws from it and takes no seed of its own."""
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(state)
 
 
 def save(fig, paths: list[str | Path]) -> None:

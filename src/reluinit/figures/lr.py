@@ -90,18 +90,20 @@ def f6_figure(table: pd.DataFrame, s: dict):
         distance=("distance", "mean"), test_acc=("test_acc", "first")).reset_index()
     per_net["neurons_x_distance"] = per_net["neurons"] * per_net["distance"]
     fig, axes = plotting.panels(3)
-    sns.lineplot(data=per_net, x="epoch", y="distance", hue="arch", marker="o", ax=axes[0])
+    sns.lineplot(data=per_net, x="epoch", y="distance", hue="arch", marker="o", seed=plotting.BOOTSTRAP_SEED,
+                 ax=axes[0])
     c = per_net.loc[per_net["epoch"] == per_net["epoch"].min(), "neurons_x_distance"].mean()  # at init
     for n in sorted(per_net["neurons"].unique()):  # c / #neurons
         axes[0].axhline(c / n, color="grey", lw=0.6, ls="--")
     axes[0].set(yscale="log", ylabel="mean distance to boundary", title="(a) dashed: c / #neurons")
-    sns.lineplot(data=per_net, x="epoch", y="neurons_x_distance", hue="arch", marker="o", ax=axes[1], legend=False)
+    sns.lineplot(data=per_net, x="epoch", y="neurons_x_distance", hue="arch", marker="o", seed=plotting.BOOTSTRAP_SEED,
+                 ax=axes[1], legend=False)
     axes[1].set(ylabel="#neurons x mean distance", title="(b)")
     # (c) as the paper: #neurons x distance against test accuracy, each architecture's mean over
     # runs joined in epoch order (its path through training).
     path = per_net.groupby(["arch", "epoch"], as_index=False)[["test_acc", "neurons_x_distance"]].mean()
     sns.lineplot(data=path, x="test_acc", y="neurons_x_distance", hue="arch", sort=False, marker="o",
-                 ax=axes[2], legend=False)
+                 errorbar=None, ax=axes[2], legend=False)
     axes[2].set(xlabel="test accuracy", ylabel="#neurons x mean distance", title="(c) through training")
     fig.suptitle("LR-F6: distance to the nearest region boundary through training")
     return fig

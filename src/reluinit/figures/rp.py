@@ -61,7 +61,8 @@ def th1_summary(table: pd.DataFrame) -> pd.DataFrame:
 def t7_figure(table: pd.DataFrame, s: dict):
     fig, axes = plotting.panels(1, width=5.0, height=3.8)
     ax = axes[0]
-    sns.stripplot(data=table, x="gamma", y="s_cr", ax=ax, color="C0", label="MBP, one point per net")
+    with plotting.numpy_seeded():  # the jitter
+        sns.stripplot(data=table, x="gamma", y="s_cr", ax=ax, color="C0", label="MBP, one point per net")
     bounds = table.groupby("gamma")["bound"].first()
     ax.plot(range(len(bounds)), bounds.clip(upper=1.0).to_numpy(), "k_", markersize=30, mew=2,
             label="Proposition 4 (clipped at 1)")
@@ -82,7 +83,7 @@ def _f2_figure(pruned: bool):
         fig, axes = plotting.panels(1, width=6.0, height=3.8, integer_x=True)
         col = "pruned_percent" if pruned else "kept_percent"
         data = table.assign(pruned_percent=100 - table["kept_percent"])
-        sns.lineplot(data=data, x="layer", y=col, hue="model", marker="o", ax=axes[0])
+        sns.lineplot(data=data, x="layer", y=col, hue="model", marker="o", seed=plotting.BOOTSTRAP_SEED, ax=axes[0])
         axes[0].set(xlabel="layer (conv and linear, in order)",
                     ylabel=f"% of weights {'pruned' if pruned else 'kept'}")
         axes[0].set_title(f"RP-F{4 if pruned else 2}: SBP at {s['sparsity']:.0%} sparsity, Kaiming init, "

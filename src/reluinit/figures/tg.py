@@ -127,7 +127,8 @@ def f4_figure(table: pd.DataFrame, s: dict):
     fig, axes = plotting.panels(2, width=4.4)
     for ax, kind in zip(axes, ["sphere", "one-hot"]):
         g = table[table["u"] == kind].assign(k=lambda d: d["k"].astype(str))
-        sns.lineplot(data=g, x="alpha", y="mean_norm", hue="k", marker="o", palette="viridis", ax=ax)
+        sns.lineplot(data=g, x="alpha", y="mean_norm", hue="k", marker="o", palette="viridis",
+                     seed=plotting.BOOTSTRAP_SEED, ax=ax)
         a = np.linspace(0, 1, 101)
         ax.plot(a, np.sqrt(a), "k--", lw=1, label="$\\sqrt{\\alpha}$ (upper bound)")
         ax.plot(a, a, "k:", lw=1, label="$\\alpha$ (Lemma 7)")
