@@ -41,12 +41,10 @@ def test_a_figure_drawn_twice_from_one_table_is_the_same_picture(exp_id):
     import io
     import json
 
-    import pandas as pd
-
-    from reluinit import plotting
+    from reluinit import plotting, reference
 
     tree = Path(__file__).resolve().parents[1] / "reference" / "paper"
-    table = pd.read_csv(next((tree / catalogue.paper_of(exp_id)).glob(f"{exp_id}.csv*")))
+    table = reference.read_table(tree, exp_id)
     settings = json.loads((tree / "figures" / f"{exp_id}.json").read_text())["settings"]
     figure, _ = catalogue.figures_of(exp_id)
     pictures = []

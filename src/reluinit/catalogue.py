@@ -110,7 +110,8 @@ def code_names(exp_id: str) -> dict[str, str]:
     (the figure rules' messages say it)."""
     entry = ENTRIES[exp_id]
     roles = list(zip(("parts", "measure", "figure", "summary"), entry.functions)) + [("masks", entry.masks)]
-    home = {"figure": _figure_module(entry.module), "summary": _figure_module(entry.module)}
+    views = _figure_module(entry.module)
+    home = {"figure": views, "summary": views}
     return {role: f"{home.get(role, f'{__package__}.experiments.{entry.module}')}.{name}" for role, name in roles if name}
 
 
