@@ -69,3 +69,40 @@ def test_an_unfinished_experiment_keeps_its_finished_jobs_and_a_later_run_gets_t
     again = tmp_path / "again"
     assert reference.restore(out, again) == [again / "TG" / "TG-F3a" / "gaussian.csv"]
     pd.testing.assert_frame_equal(pd.read_csv(again / "TG" / "TG-F3a" / "gaussian.csv"), rows)
+
+
+def test_an_experiment_finished_across_sessions_counts_every_session_s_jobs(tmp_path):
+    """A sweep too long for one session: the first exports one finished job, the next restores
+    it, runs the other and the figure; runs.csv counts both jobs' seconds, parts.csv says which
+    session (commit, CPU) ran which."""
+    out = tmp_path / "reference" / "paper"
+    rows = pd.DataFrame({"layer": range(3), "growth": [float("nan"), 1.5, 1.25]})
+
+    def job(results: Path, part: str, seconds: float) -> None:
+        f = Path(paths.part(str(results), "TG-F3a", part))
+        f.parent.mkdir(parents=True, exist_ok=True)
+        rows.to_csv(f, index=False)
+        bench = Path(paths.benchmark(str(results), f"TG/TG-F3a/{part}"))
+        bench.parent.mkdir(parents=True, exist_ok=True)
+        bench.write_text(f"s\th:m:s\n{seconds}\t0:00:12\n")
+
+    first, second = tmp_path / "one" / "paper", tmp_path / "two" / "paper"
+    job(first, "gaussian", 12.5)
+    runs = reference.export(first, out, ["TG-F3a"]).set_index("experiment")
+    assert (runs.loc["TG-F3a", "status"], runs.loc["TG-F3a", "job_seconds"]) == ("partial: 1 jobs done", 12.5)
+    parts = pd.read_csv(out / "parts.csv")
+    parts.loc[0, "commit"] = "earlier"  # what an earlier session's commit looks like here
+    parts.to_csv(out / "parts.csv", index=False)
+
+    reference.restore(out, second)
+    job(second, "uniform", 7.5)
+    rows.to_csv(paths.table(str(second), "TG-F3a"), index=False)
+    png = Path(paths.figures(str(second), "TG-F3a")[1])
+    png.parent.mkdir(parents=True)
+    png.write_bytes(b"png")
+    runs = reference.export(second, out, ["TG-F3a"]).set_index("experiment")
+    assert (runs.loc["TG-F3a", "status"], runs.loc["TG-F3a", "jobs"], runs.loc["TG-F3a", "job_seconds"]) == ("done", 2, 20.0)
+    assert "earlier" in runs.loc["TG-F3a", "commit"].split("; ")
+    parts = pd.read_csv(out / "parts.csv").set_index("part")
+    assert parts["job_seconds"].to_dict() == {"gaussian": 12.5, "uniform": 7.5}
+    assert parts.loc["gaussian", "commit"] == "earlier"

@@ -85,7 +85,12 @@ def _job_seconds(results: Path, exp: str) -> tuple[int, float]:
     (Snakemake's benchmark files)."""
     files = list((results / "benchmarks" / paper_of(exp) / exp).glob("*.tsv"))
     files += [f for f in [results / "benchmarks" / "figures" / f"{exp}.tsv"] if f.exists()]
-    return len(files), float(sum(pd.read_csv(f, sep="\t")["s"].iloc[0] for f in files))
+    return len(files), sum(_seconds(f) for f in files)
+
+
+def _seconds(benchmark: Path) -> float:
+    """A job's wall seconds, from its Snakemake benchmark file."""
+    return float(pd.read_csv(benchmark, sep="\t")["s"].iloc[0])
 
 
 def _data(table: pd.DataFrame) -> str:
@@ -121,26 +126,57 @@ def target(exp: str) -> str:
     return exp.lower().replace("-", "_")
 
 
+PARTS_COLUMNS = ["experiment", "part", "job_seconds", "commit", "machine"]
+
+
+def _part_row(results: Path, exp: str, part: str, carried: pd.DataFrame) -> dict:
+    """A finished job of ``exp``: timed by its benchmark file when it ran in this results tree,
+    else as recorded when an earlier session exported it (a restored part has no benchmark)."""
+    bench = Path(paths.benchmark(str(results), f"{paper_of(exp)}/{exp}/{part}"))
+    if bench.exists():
+        return {"experiment": exp, "part": part, "job_seconds": round(_seconds(bench), 1), "commit": _commit(),
+                "machine": _machine()}
+    if part in carried.index:
+        return carried.loc[part].to_dict() | {"experiment": exp, "part": part}
+    return {"experiment": exp, "part": part, "job_seconds": None, "commit": None, "machine": None}
+
+
+def _joined(values) -> str | None:
+    kept = sorted({str(v) for v in values if v is not None and not pd.isna(v)})
+    return "; ".join(kept) or None
+
+
 def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERIMENTS) -> pd.DataFrame:
     """Copy the tables, PNG figures and settings records of ``experiments`` found under
-    ``results``; record what is absent. Returns (and writes) ``runs.csv``."""
+    ``results``; record what is absent. Returns (and writes) ``runs.csv``.
+
+    An experiment that runs across sessions (too long for one) is exported part by part:
+    ``parts.csv`` keeps one row per finished job (seconds, commit, CPU), so its time and the
+    commits and CPUs that made it stay known after ``restore`` and the run that completes it."""
     results, out = Path(results), Path(out)
     old = pd.read_csv(out / "runs.csv").set_index("experiment") if (out / "runs.csv").exists() else None
-    rows = []
+    old_parts = (pd.read_csv(out / "parts.csv") if (out / "parts.csv").exists()
+                 else pd.DataFrame(columns=PARTS_COLUMNS))
+    rows, part_rows = [], []
     for exp in experiments:
+        carried = old_parts[old_parts["experiment"] == exp].set_index("part")
         src = Path(paths.table(str(results), exp))
         png = Path(paths.figures(str(results), exp)[1])
         if not (src.exists() and png.exists()):
             if old is not None and exp in old.index and old.loc[exp, "status"] == "done":
                 rows.append(old.loc[exp].to_dict() | {"experiment": exp})  # exported earlier, kept
+                part_rows += [r | {"part": p} for p, r in carried.to_dict("index").items()]
                 continue
             # unfinished: keep its finished jobs' rows, so a later session resumes from them (restore)
             done = sorted(Path(paths.part(str(results), exp, "x")).parent.glob("*.csv"))
             for f in done:
                 _copy_table(f, Path(paths.part(str(out), exp, f.stem)))
+            parts = [_part_row(results, exp, f.stem, carried) for f in done]
+            part_rows += parts
             rows.append({"experiment": exp, "status": f"partial: {len(done)} jobs done" if done else "absent",
-                         "jobs": len(done), "job_seconds": round(_job_seconds(results, exp)[1], 1) if done else None,
-                         "commit": _commit() if done else None, "machine": _machine() if done else None})
+                         "jobs": len(done),
+                         "job_seconds": round(sum(p["job_seconds"] or 0 for p in parts), 1) if done else None,
+                         "commit": _joined(p["commit"] for p in parts), "machine": _joined(p["machine"] for p in parts)})
             continue
         shutil.rmtree(Path(paths.part(str(out), exp, "x")).parent, ignore_errors=True)  # finished: no parts
         dest = _copy_table(src, Path(paths.table(str(out), exp)))
@@ -151,15 +187,28 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(f, target)
         jobs, seconds = _job_seconds(results, exp)
+        commits, machines = [_commit()], [_machine()]
+        if len(carried):  # finished across sessions: the earlier sessions' jobs count too
+            ran = {f.stem for f in (results / "benchmarks" / paper_of(exp) / exp).glob("*.tsv")}
+            earlier = carried[~carried.index.isin(ran)]
+            jobs, seconds = jobs + len(earlier), seconds + earlier["job_seconds"].sum()
+            commits += list(earlier["commit"])
+            machines += list(earlier["machine"])
+            part_rows += [r | {"part": p} for p, r in earlier.to_dict("index").items()]
+            part_rows += [_part_row(results, exp, p, carried) for p in sorted(ran)]
         table = pd.read_csv(src)
         rows.append({"experiment": exp, "status": "done", "rows": len(table), "file": str(dest.relative_to(out)),
-                     "jobs": jobs, "job_seconds": round(seconds, 1), "commit": _commit(), "machine": _machine(),
-                     "data": _data(table)})
+                     "jobs": jobs, "job_seconds": round(seconds, 1), "commit": _joined(commits),
+                     "machine": _joined(machines), "data": _data(table)})
     runs = pd.DataFrame(rows)
     out.mkdir(parents=True, exist_ok=True)
     runs.to_csv(out / "runs.csv", index=False)
+    if part_rows:
+        pd.DataFrame(part_rows, columns=PARTS_COLUMNS).to_csv(out / "parts.csv", index=False)
+    else:
+        (out / "parts.csv").unlink(missing_ok=True)
     trained = [{"spec": d.name, "jobs": len(list(d.glob("*.tsv"))),
-                "job_seconds": round(sum(pd.read_csv(f, sep="\t")["s"].iloc[0] for f in d.glob("*.tsv")), 1)}
+                "job_seconds": round(sum(_seconds(f) for f in d.glob("*.tsv")), 1)}
                for d in sorted((results / "benchmarks" / "trained").glob("*"))]
     if trained:  # nets trained by `train` jobs and measured by several experiments (LR-F5 to F8)
         pd.DataFrame(trained).to_csv(out / "training.csv", index=False)
@@ -256,8 +305,10 @@ def _num(x) -> str:
 
 def reference_readme(card: pd.DataFrame, runs: pd.DataFrame) -> str:
     """reference/README.md: what the tree holds, how it was made, and its verdicts."""
-    commits = ", ".join(sorted(set(runs["commit"].dropna())))
-    machines = " and ".join(sorted(set(runs["machine"].dropna()))) if "machine" in runs else "one CPU"
+    def each(column: str) -> list[str]:  # a row made across sessions names several, "; "-joined
+        return sorted({v for cell in runs[column].dropna() for v in str(cell).split("; ")})
+    commits = ", ".join(each("commit"))
+    machines = " and ".join(each("machine")) if "machine" in runs else "one CPU"
     out = [
         "# Reference results at the paper scale",
         "",
@@ -267,7 +318,8 @@ def reference_readme(card: pd.DataFrame, runs: pd.DataFrame) -> str:
         f"gzipped as `.csv.gz` above {GZIP_ABOVE / 1e6:g} MB; pandas reads either), its figure",
         "(`figures/<ID>.png`) and settings record (`figures/<ID>.json`), every claim judged",
         "(`claims.csv`, `claims/<PAPER>.csv`, `reports/scorecard.html`) and each paper's executed notebook",
-        "(`reports/<PAPER>.html`). `runs.csv` lists every experiment: rows, jobs, summed job seconds, data.",
+        "(`reports/<PAPER>.html`). `runs.csv` lists every experiment: rows, jobs, summed job seconds, data;",
+        "`parts.csv` lists the jobs of an experiment that ran across sessions (seconds, commit and CPU of each).",
         "",
         f"- **Code**: commit {commits} (each table's measuring code is that commit's: Snakemake reruns a job",
         "  whose code fingerprint changed).",
