@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from reluinit import catalogue, claims, paths, reference
+from reluinit.catalogue import paper_of
 from reluinit.config import settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -58,17 +59,43 @@ def test_the_reference_scorecard_is_the_claims_judged_on_the_committed_tables():
     assert size < 30e6, f"the reference tree is {size / 1e6:.1f} MB"
 
 
+def _job(results: Path, exp: str, part: str, rows: pd.DataFrame, seconds: float) -> None:
+    """A finished measurement job as Snakemake leaves it: the part's rows and its benchmark file."""
+    f = Path(paths.part(str(results), exp, part))
+    f.parent.mkdir(parents=True, exist_ok=True)
+    rows.to_csv(f, index=False)
+    bench = Path(paths.benchmark(str(results), f"{paper_of(exp)}/{exp}/{part}"))
+    bench.parent.mkdir(parents=True, exist_ok=True)
+    bench.write_text(f"s\th:m:s\n{seconds}\t0:00:12\n")
+
+
+ROWS = pd.DataFrame({"layer": range(3), "growth": [float("nan"), 1.5, 1.25]})
+
+
 def test_an_unfinished_experiment_keeps_its_finished_jobs_and_a_later_run_gets_them_back(tmp_path):
     results, out = tmp_path / "results" / "paper", tmp_path / "reference" / "paper"
-    rows = pd.DataFrame({"layer": range(3), "growth": [float("nan"), 1.5, 1.25]})
-    part = Path(paths.part(str(results), "TG-F3a", "gaussian"))
-    part.parent.mkdir(parents=True)
-    rows.to_csv(part, index=False)
+    _job(results, "TG-F3a", "gaussian", ROWS, 12.5)
     runs = reference.export(results, out, ["TG-F3a"]).set_index("experiment")
     assert runs.loc["TG-F3a", "status"] == "partial: 1 jobs done"
     again = tmp_path / "again"
-    assert reference.restore(out, again) == [again / "TG" / "TG-F3a" / "gaussian.csv"]
-    pd.testing.assert_frame_equal(pd.read_csv(again / "TG" / "TG-F3a" / "gaussian.csv"), rows)
+    assert reference.restore(out, again) == ([again / "TG" / "TG-F3a" / "gaussian.csv"], [])
+    pd.testing.assert_frame_equal(pd.read_csv(again / "TG" / "TG-F3a" / "gaussian.csv"), ROWS)
+
+
+def test_a_finished_job_made_by_other_code_or_settings_is_not_restored(tmp_path):
+    """Snakemake cannot tell a copied file's age: restore itself refuses a part whose measuring
+    code or settings changed since it was made, and says so (its job reruns)."""
+    results, out = tmp_path / "results" / "paper", tmp_path / "reference" / "paper"
+    _job(results, "TG-F3a", "gaussian", ROWS, 12.5)
+    _job(results, "TG-F3a", "uniform", ROWS, 10.0)
+    reference.export(results, out, ["TG-F3a"])
+    parts = pd.read_csv(out / "parts.csv")
+    assert set(parts["code"]) == {reference.fingerprints("TG-F3a")["code"]}
+    parts.loc[parts["part"] == "uniform", "code"] = "0123456789abcdef"  # measured by other code
+    parts.to_csv(out / "parts.csv", index=False)
+    restored, left_out = reference.restore(out, tmp_path / "again")
+    assert [f.stem for f in restored] == ["gaussian"]
+    assert len(left_out) == 1 and left_out[0].startswith("TG-F3a uniform: its code differs")
 
 
 def test_an_experiment_finished_across_sessions_counts_every_session_s_jobs(tmp_path):
@@ -76,18 +103,8 @@ def test_an_experiment_finished_across_sessions_counts_every_session_s_jobs(tmp_
     it, runs the other and the figure; runs.csv counts both jobs' seconds, parts.csv says which
     session (commit, CPU) ran which."""
     out = tmp_path / "reference" / "paper"
-    rows = pd.DataFrame({"layer": range(3), "growth": [float("nan"), 1.5, 1.25]})
-
-    def job(results: Path, part: str, seconds: float) -> None:
-        f = Path(paths.part(str(results), "TG-F3a", part))
-        f.parent.mkdir(parents=True, exist_ok=True)
-        rows.to_csv(f, index=False)
-        bench = Path(paths.benchmark(str(results), f"TG/TG-F3a/{part}"))
-        bench.parent.mkdir(parents=True, exist_ok=True)
-        bench.write_text(f"s\th:m:s\n{seconds}\t0:00:12\n")
-
     first, second = tmp_path / "one" / "paper", tmp_path / "two" / "paper"
-    job(first, "gaussian", 12.5)
+    _job(first, "TG-F3a", "gaussian", ROWS, 12.5)
     runs = reference.export(first, out, ["TG-F3a"]).set_index("experiment")
     assert (runs.loc["TG-F3a", "status"], runs.loc["TG-F3a", "job_seconds"]) == ("partial: 1 jobs done", 12.5)
     parts = pd.read_csv(out / "parts.csv")
@@ -95,8 +112,8 @@ def test_an_experiment_finished_across_sessions_counts_every_session_s_jobs(tmp_
     parts.to_csv(out / "parts.csv", index=False)
 
     reference.restore(out, second)
-    job(second, "uniform", 7.5)
-    rows.to_csv(paths.table(str(second), "TG-F3a"), index=False)
+    _job(second, "TG-F3a", "uniform", ROWS, 7.5)
+    ROWS.to_csv(paths.table(str(second), "TG-F3a"), index=False)
     png = Path(paths.figures(str(second), "TG-F3a")[1])
     png.parent.mkdir(parents=True)
     png.write_bytes(b"png")
