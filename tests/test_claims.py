@@ -181,6 +181,14 @@ def test_a_pivot_shows_sparsities_as_the_paper_writes_them():
     assert ">0.85<" in html and "0.850000" not in html
 
 
+def test_a_scorecard_page_rendered_twice_is_the_same_file(tmp_path):
+    """The committed reference's page must not change when nothing did (pandas' Styler would
+    give its tables a random id each time)."""
+    card = _card_with({})
+    pages = [claims.page(card, tmp_path / "reports" / "scorecard.html", "paper", CLAIMS) for _ in range(2)]
+    assert pages[0] == pages[1] and "T_RP_T1_row0_col0" in pages[0]
+
+
 def test_the_scorecard_page_says_first_when_tables_used_stand_in_data(tmp_path):
     """A paper-scale run on the MNIST subset (or the smoke scale's synthetic tensors) says so
     on the report's front page, before any verdict; a run on official splits says nothing."""

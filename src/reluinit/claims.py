@@ -286,9 +286,11 @@ def pivot(card: pd.DataFrame, cells: list[Claim]) -> tuple[pd.DataFrame, pd.Data
 
 
 def styled_pivot(card: pd.DataFrame, cells: list[Claim]):
-    """``pivot`` as a pandas Styler, each cell coloured by its verdict (for notebooks and pages)."""
+    """``pivot`` as a pandas Styler, each cell coloured by its verdict (for notebooks and pages).
+    Its HTML ids derive from the table's id, not a random uuid, so a page rendered twice from the
+    same claims is the same file."""
     text, verdict = pivot(card, cells)
-    return text.style.apply(
+    return text.style.set_uuid(re.sub(r"\W", "_", cells[0].table)).apply(
         lambda col: [f"background-color: {_COLOURS.get(v, 'white')}" for v in verdict[col.name]]
     ).format_index(lambda v: f"{v:g}" if isinstance(v, float) else v)  # 0.85, not 0.850000
 
