@@ -240,10 +240,11 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
 # Why an experiment of ``EXPERIMENTS`` may be absent from the reference (reference/README.md).
 ABSENT_WHY = {
     "TG-F5": "the longest sweep (12,400 nets of width 784 at 10,001 points, 1.5 PFLOP of float32 products, and "
-             "the convergence part's 50 float64 paths of up to 100,001 points): about 3.3 h on 2 cores in 5 "
-             "jobs (on an Intel Xeon line-sigma_w took 2,833 s and convergence 1,132 s; each of the other three "
-             "is ~3,000 nets, ~45 min) that cannot be cut short (a job killed midway keeps nothing); it runs "
-             "across sessions, each finished job committed here, and lands when all are done",
+             "the convergence part's 50 float64 paths of up to 100,001 points): about 3 h on 2 cores in 5 jobs "
+             "(line-sigma_w 2,833 s and convergence 1,132 s on an Intel Xeon, line-alpha 2,439 s on an AMD EPYC; "
+             "each semicircles job is ~3,000 nets, ~45 min) that cannot be cut short (a job killed midway keeps "
+             "nothing); it runs across sessions, each finished job committed here (parts.csv: seconds, commit, CPU), "
+             "and lands when all are done",
     "TG-F6": "measured first on two nets: 84 s and 51 s each on 2 cores (50 epochs), so its 100 nets take about "
              "1.5-2 h; and on the 8,000-image MNIST subset neither net reached the 95% test accuracy the figure "
              "is about (93.6% at sigma_w = 1, 89.2% at sigma_w = 2 after the recipe's 50 epochs), so its claims would "
@@ -344,7 +345,7 @@ def reference_readme(card: pd.DataFrame, runs: pd.DataFrame) -> str:
     def each(column: str) -> list[str]:  # a row made across sessions names several, "; "-joined
         return sorted({v for cell in runs[column].dropna() for v in str(cell).split("; ")})
     commits = ", ".join(each("commit"))
-    machines = " and ".join(each("machine")) if "machine" in runs else "one CPU"
+    machines = "; ".join(each("machine")) if "machine" in runs else "one CPU"
     out = [
         "# Reference results at the paper scale",
         "",
@@ -359,7 +360,7 @@ def reference_readme(card: pd.DataFrame, runs: pd.DataFrame) -> str:
         "",
         f"- **Code**: commit {commits} (each table's measuring code is that commit's: Snakemake reruns a job",
         "  whose code fingerprint changed).",
-        f"- **Machine**: 2 cores, 24 GiB, no GPU (torch on the CPU, 2 threads) of {machines}; `runs.csv` names",
+        f"- **Machine**: 2 cores, 24 GiB, no GPU (torch on the CPU, 2 threads), CPUs: {machines}; `runs.csv` names",
         "  each table's CPU (`machine`). Job seconds are wall seconds on those 2 cores, summed over an",
         "  experiment's jobs. Float kernels differ between CPUs: a net that trains for many steps can end",
         "  in other last digits on another CPU (EP-F18's losses, recomputed on an Intel Xeon, part from",
