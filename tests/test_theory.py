@@ -1,7 +1,6 @@
 import math
 
 import pytest
-import torch
 
 from reluinit import theory
 from reluinit.experiments.op import gaussian_data
@@ -43,7 +42,6 @@ def test_lemmas_hold_on_sampled_layers(direction):
 def test_rp_theorem1_readings_build_the_net_and_the_bound_in_one_base():
     """RP-Th1 reads kappa = |log chi| / 8 with ln or with log10, each for both the net's chi and
     the bound: the log10 reading gives the paper's 27% at kappa = 0.2, L = N = 100; ln gives 62%."""
-    import math
 
     from reluinit.experiments.rp import READINGS, ordered_sigma_w
     from reluinit.meanfield import chi

@@ -43,11 +43,9 @@ def test_divergence_is_a_result_not_a_crash():
 
 # --- the engine (training.fit) --------------------------------------------------------------------
 
-import os  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
-import textwrap  # noqa: E402
 import time  # noqa: E402
 
 import pytest  # noqa: E402
