@@ -19,6 +19,17 @@ def test_no_figure_or_summary_of_the_catalogue_imports_torch():
     assert out.strip() == "[]"
 
 
+def test_no_measurement_of_the_catalogue_imports_the_plotting_stack():
+    """The mirror image: a measuring job loads its experiment's functions and never pays for
+    seaborn, matplotlib and scipy (about 1.2 s of every measure job's start-up)."""
+    code = ("import sys\nfrom reluinit import catalogue\n"
+            f"for e in {sorted(catalogue.ENTRIES)!r}:\n    x = catalogue.get(e); x.parts, x.measure, x.masks, x.trained\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('seaborn', 'matplotlib', 'reluinit.figures')"
+            " or m.startswith('reluinit.figures')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
 def test_figures_of_gives_what_get_does():
     for exp_id in catalogue.ENTRIES:
         full = catalogue.get(exp_id)

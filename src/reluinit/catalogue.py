@@ -63,8 +63,6 @@ class Experiment:
     id: str
     parts: Callable[[dict], dict[str, dict]]
     measure: Callable
-    figure: Callable
-    summary: Callable
     trained: Callable[[dict, str], list[tuple[str, str, int]]] = lambda settings, key: []
     masks: Callable | None = None
     trains: bool = False
@@ -74,20 +72,29 @@ class Experiment:
     def paper(self) -> str:
         return paper_of(self.id)
 
+    # The figure and summary load when asked: a measuring job (a third of a quick build's jobs)
+    # then never imports seaborn, matplotlib and scipy (about 1.2 s each).
+    @property
+    def figure(self) -> Callable:
+        return figures_of(self.id)[0]
+
+    @property
+    def summary(self) -> Callable:
+        return figures_of(self.id)[1]
+
 
 def get(exp_id: str) -> Experiment:
     """The functions of ``exp_id``, from its module (imported now: a job pays for its own module's
-    imports alone)."""
+    imports alone; its figure module's only when ``figure`` or ``summary`` is asked for)."""
     try:
         entry = ENTRIES[exp_id]
     except KeyError:
         raise KeyError(f"no experiment {exp_id!r} in the catalogue; known: {sorted(ENTRIES)}") from None
     module = importlib.import_module(f"{__package__}.experiments.{entry.module}")
     parts, measure = (getattr(module, name) for name in entry.functions[:2])
-    figure, summary = figures_of(exp_id)
     extra = {role: getattr(module, name) for role, name in (("trained", entry.trained), ("masks", entry.masks))
              if name}
-    return Experiment(exp_id, parts, measure, figure, summary, trains=entry.trains, source=entry.source, **extra)
+    return Experiment(exp_id, parts, measure, trains=entry.trains, source=entry.source, **extra)
 
 
 def figures_of(exp_id: str) -> tuple[Callable, Callable]:
