@@ -20,6 +20,7 @@ paper-scale number fails until the reference is regenerated on purpose.
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import hashlib
 import json
@@ -84,12 +85,12 @@ def _copy_table(src: Path, dest_csv: Path) -> Path:
     return dest
 
 
-def _job_seconds(results: Path, exp: str) -> tuple[int, float]:
+def _job_seconds(results: Path, exp: str) -> tuple[int, float, set[str]]:
     """Jobs and summed wall seconds of an experiment's measurement, training and figure jobs
-    (Snakemake's benchmark files)."""
-    files = list((results / "benchmarks" / paper_of(exp) / exp).glob("*.tsv"))
-    files += [f for f in [results / "benchmarks" / "figures" / f"{exp}.tsv"] if f.exists()]
-    return len(files), sum(_seconds(f) for f in files)
+    (Snakemake's benchmark files), and the parts among them that ran in this results tree."""
+    parts = list((results / "benchmarks" / paper_of(exp) / exp).glob("*.tsv"))
+    files = parts + [f for f in [results / "benchmarks" / "figures" / f"{exp}.tsv"] if f.exists()]
+    return len(files), sum(_seconds(f) for f in files), {f.stem for f in parts}
 
 
 def _seconds(benchmark: Path) -> float:
@@ -143,14 +144,13 @@ def fingerprints(exp: str, config_file: str | Path = "config.yaml") -> dict[str,
             "settings": hashlib.sha256(s.encode()).hexdigest()[:16]}
 
 
-def _part_row(results: Path, exp: str, part: str, carried: pd.DataFrame) -> dict:
+def _part_row(results: Path, exp: str, part: str, carried: pd.DataFrame, made_by: dict) -> dict:
     """A finished job of ``exp``: timed by its benchmark file when it ran in this results tree
-    (whose checkout's code and config made it), else as recorded when an earlier session exported
-    it (a restored part has no benchmark)."""
+    (whose checkout's code and config, ``made_by``, made it), else as recorded when an earlier
+    session exported it (a restored part has no benchmark)."""
     bench = Path(paths.benchmark(str(results), f"{paper_of(exp)}/{exp}/{part}"))
     if bench.exists():
-        return {"experiment": exp, "part": part, "job_seconds": round(_seconds(bench), 1), "commit": _commit(),
-                "machine": _machine(), **fingerprints(exp)}
+        return {"experiment": exp, "part": part, "job_seconds": round(_seconds(bench), 1), **made_by}
     if part in carried.index:
         return carried.loc[part].to_dict() | {"experiment": exp, "part": part}
     return {"experiment": exp, "part": part}
@@ -173,6 +173,11 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
     old_parts = (pd.read_csv(out / "parts.csv") if (out / "parts.csv").exists()
                  else pd.DataFrame(columns=PARTS_COLUMNS))
     rows, part_rows = [], []
+
+    @functools.cache
+    def made_by(exp: str) -> dict:  # this checkout's commit, CPU and fingerprints, once per experiment
+        return {"commit": _commit(), "machine": _machine(), **fingerprints(exp)}
+
     for exp in experiments:
         carried = old_parts[old_parts["experiment"] == exp].set_index("part")
         src = Path(paths.table(str(results), exp))
@@ -188,7 +193,7 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
             for f in done:
                 _copy_table(f, Path(paths.part(str(out), exp, f.stem)))
             ran = {f.stem for f in done}
-            parts = sorted([_part_row(results, exp, f.stem, carried) for f in done]
+            parts = sorted([_part_row(results, exp, f.stem, carried, made_by(exp)) for f in done]
                            + [r | {"experiment": exp, "part": p} for p, r in carried.to_dict("index").items()
                               if p not in ran and list(Path(paths.part(str(out), exp, p)).parent.glob(f"{p}.csv*"))],
                            key=lambda r: r["part"])
@@ -208,16 +213,15 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
             target = out / f.relative_to(results)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(f, target)
-        jobs, seconds = _job_seconds(results, exp)
+        jobs, seconds, ran = _job_seconds(results, exp)
         commits, machines = [_commit()], [_machine()]
         if len(carried):  # finished across sessions: the earlier sessions' jobs count too
-            ran = {f.stem for f in (results / "benchmarks" / paper_of(exp) / exp).glob("*.tsv")}
             earlier = carried[~carried.index.isin(ran)]
             jobs, seconds = jobs + len(earlier), seconds + earlier["job_seconds"].sum()
             commits += list(earlier["commit"])
             machines += list(earlier["machine"])
             part_rows += [r | {"part": p} for p, r in earlier.to_dict("index").items()]
-            part_rows += [_part_row(results, exp, p, carried) for p in sorted(ran)]
+            part_rows += [_part_row(results, exp, p, carried, made_by(exp)) for p in sorted(ran)]
         table = pd.read_csv(src)
         rows.append({"experiment": exp, "status": "done", "rows": len(table), "file": str(dest.relative_to(out)),
                      "jobs": jobs, "job_seconds": round(seconds, 1), "commit": _joined(commits),
