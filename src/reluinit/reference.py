@@ -243,12 +243,6 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
 
 # Why an experiment of ``EXPERIMENTS`` may be absent from the reference (reference/README.md).
 ABSENT_WHY = {
-    "TG-F5": "the longest sweep (12,400 nets of width 784 at 10,001 points, 1.5 PFLOP of float32 products, and "
-             "the convergence part's 50 float64 paths of up to 100,001 points): about 3 h on 2 cores in 5 jobs "
-             "(line-sigma_w 2,833 s and convergence 1,132 s on an Intel Xeon, line-alpha 2,439 s and "
-             "semicircles-sigma_w 2,938 s on an AMD EPYC; semicircles-alpha, ~3,000 nets, takes ~45 min) that "
-             "cannot be cut short (a job killed midway keeps nothing); it runs across sessions, each finished job "
-             "committed here (parts.csv: seconds, commit, CPU), and lands when all are done",
     "TG-F6": "measured first on two nets: 84 s and 51 s each on 2 cores (50 epochs), so its 100 nets take about "
              "1.5-2 h; and on the 8,000-image MNIST subset neither net reached the 95% test accuracy the figure "
              "is about (93.6% at sigma_w = 1, 89.2% at sigma_w = 2 after the recipe's 50 epochs), so its claims would "
