@@ -4,13 +4,14 @@ profile, config errors before any job, and a real quick-scale run of every targe
 import hashlib
 import json
 import re
+import subprocess
 import zipfile
 
 import pandas as pd
 import pytest
 import yaml
 
-from conftest import ROOT, copy_build, copy_workflow, snakemake
+from conftest import ROOT, SNAKEMAKE, copy_build, copy_workflow, snakemake
 from reluinit import catalogue, claims, plan
 from reluinit.config import settings
 from reluinit.pruning import load_masks
@@ -37,6 +38,18 @@ def test_lint_is_clean():
     run = snakemake("--lint")
     assert run.returncode == 0, run.stdout + run.stderr
     assert "Congratulations" in run.stdout + run.stderr
+
+
+def test_parsing_the_workflow_imports_no_torch_and_no_plotting():
+    """Every Snakemake process parses the workflow: the one you start, each SLURM job's, each test's.
+    Parsing reads the catalogue's entries and leaves the experiments' code (torch) and the figures'
+    (seaborn, matplotlib, scipy) to the jobs that are planned, about 1 s of every invocation."""
+    run = subprocess.run([*SNAKEMAKE[:1], "-X", "importtime", *SNAKEMAKE[1:], "--list-rules"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "figure_op_f1" in run.stdout, run.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
+    assert "reluinit.catalogue" in imported  # the measurement works
+    assert not {"torch", "seaborn", "matplotlib", "scipy"} & imported
 
 
 def test_paper_scale_dry_run_lists_the_catalogue_jobs(workdir):

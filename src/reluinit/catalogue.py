@@ -83,18 +83,24 @@ class Experiment:
         return figures_of(self.id)[1]
 
 
+def entry(exp_id: str) -> Entry:
+    """The catalogue entry of ``exp_id``, without importing its code (what the workflow reads while
+    it parses: whether an id trains, prunes or plots another's runs)."""
+    try:
+        return ENTRIES[exp_id]
+    except KeyError:
+        raise KeyError(f"no experiment {exp_id!r} in the catalogue; known: {sorted(ENTRIES)}") from None
+
+
 def get(exp_id: str) -> Experiment:
     """The functions of ``exp_id``, from its module (imported now: a job pays for its own module's
     imports alone; its figure module's only when ``figure`` or ``summary`` is asked for)."""
-    try:
-        entry = ENTRIES[exp_id]
-    except KeyError:
-        raise KeyError(f"no experiment {exp_id!r} in the catalogue; known: {sorted(ENTRIES)}") from None
-    module = importlib.import_module(f"{__package__}.experiments.{entry.module}")
-    parts, measure = (getattr(module, name) for name in entry.functions[:2])
-    extra = {role: getattr(module, name) for role, name in (("trained", entry.trained), ("masks", entry.masks))
+    e = entry(exp_id)
+    module = importlib.import_module(f"{__package__}.experiments.{e.module}")
+    parts, measure = (getattr(module, name) for name in e.functions[:2])
+    extra = {role: getattr(module, name) for role, name in (("trained", e.trained), ("masks", e.masks))
              if name}
-    return Experiment(exp_id, parts, measure, trains=entry.trains, source=entry.source, **extra)
+    return Experiment(exp_id, parts, measure, trains=e.trains, source=e.source, **extra)
 
 
 def figures_of(exp_id: str) -> tuple[Callable, Callable]:

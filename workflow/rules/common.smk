@@ -21,7 +21,7 @@ from reluinit import workflow_env  # noqa: E402
 
 workflow_env.export(_SRC)
 
-from reluinit import catalogue, claims, paths, plan, provenance, reports, smoke  # noqa: E402
+from reluinit import catalogue, claims, paths, plan, provenance, reports  # noqa: E402
 from reluinit.config import explain, settings, training_settings  # noqa: E402
 
 try:
@@ -39,9 +39,11 @@ EXPERIMENTS = list(config["experiments"])
 PAPERS = sorted({catalogue.paper_of(e) for e in EXPERIMENTS})
 # Experiments that train run as `train_part` jobs (GPU, long); views plot another's table;
 # optional ones (RP-T8, ImageNet) are configured but left out of `all`.
-TRAINING = [e for e in EXPERIMENTS if catalogue.get(e).trains and not catalogue.get(e).source]
-PRUNING = [e for e in EXPERIMENTS if catalogue.get(e).masks and not catalogue.get(e).source]
-SOURCES = {e: catalogue.get(e).source for e in EXPERIMENTS if catalogue.get(e).source}
+# (read from the catalogue's entries: parsing the workflow imports no experiment's code, so a
+# Snakemake process, such as each SLURM job's, imports torch and seaborn only for the jobs it runs)
+TRAINING = [e for e in EXPERIMENTS if catalogue.entry(e).trains and not catalogue.entry(e).source]
+PRUNING = [e for e in EXPERIMENTS if catalogue.entry(e).masks and not catalogue.entry(e).source]
+SOURCES = {e: catalogue.entry(e).source for e in EXPERIMENTS if catalogue.entry(e).source}
 for _view, _source in SOURCES.items():
     if _source not in EXPERIMENTS:
         raise WorkflowError(f"{_view} plots the runs of {_source}: configure {_source} too")
@@ -107,11 +109,11 @@ def masks_code(exp):
     return provenance.code_fingerprint(catalogue.get(exp).masks)
 
 
+@functools.cache
 def figure_code(exp):
     from reluinit import plotting
 
-    e = catalogue.get(exp)
-    return provenance.code_fingerprint(e.figure, e.summary, plotting.save)
+    return provenance.code_fingerprint(*catalogue.figures_of(exp), plotting.save)
 
 
 @functools.cache  # two rules (claims, scorecard) ask
@@ -119,6 +121,7 @@ def claims_code():
     return provenance.code_fingerprint(claims.load, claims.scorecard, claims.write_html, claims.summary)
 
 
+@functools.cache
 def notebook_code():
     return provenance.code_fingerprint(*[f for f in vars(reports).values() if callable(f)])
 
@@ -193,6 +196,8 @@ def dataset_input(name):
 
 def smoke_jobs(w):
     """The part files of the smoke subset (reluinit.smoke.subset); only at the smoke scale."""
+    from reluinit import smoke  # imports torch (through datasets): only where the smoke scale runs
+
     if SCALE != "smoke":
         raise WorkflowError("`smoke` runs at the smoke scale: snakemake smoke --cores 2 --config scale=smoke")
     return smoke.targets(config, smoke.subset(config), RESULTS)

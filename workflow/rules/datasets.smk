@@ -49,5 +49,5 @@ rule fetch_imagenet:
 rule datasets:
     """Every dataset the paper scale needs: MNIST, CIFAR-10, CIFAR-100, Tiny ImageNet."""
     input:
-        [f for name in TORCHVISION_DATASETS + ["tiny_imagenet"] for f in dataset_input(name)],
+        lambda w: [f for name in TORCHVISION_DATASETS + ["tiny_imagenet"] for f in dataset_input(name)],
     localrule: True

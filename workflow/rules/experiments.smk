@@ -118,7 +118,7 @@ for _exp in EXPERIMENTS:
         name:
             f"figure_{_exp.lower().replace('-', '_')}"
         input:
-            table_parts(_exp),
+            lambda w, exp=_exp: table_parts(exp),  # planned with the job: its experiment's parts
         output:
             table=paths.table(RESULTS, _exp),
             pdf=figure_files(_exp)[0],
@@ -135,13 +135,15 @@ for _exp in EXPERIMENTS:
             paper=paper_title(catalogue.paper_of(_exp)),
             settings=exp_settings(SOURCES.get(_exp, _exp)),
             scale=SCALE,
-            code=figure_code(_exp),  # the plotting code it runs: edits rerun this figure only
+            # the plotting code it runs (edits rerun this figure only); asked when the job is
+            # planned, so parsing the workflow imports no plotting code
+            code=lambda w, exp=_exp: figure_code(exp),
             # What the caption says: the scale and settings this figure's table was built with,
             # read back at report time (not this invocation's config; derived from an output, so
             # never a reason to rerun).
             built=lambda w, output: reports.built_with(output.built),
-            computes=catalogue.code_names(SOURCES.get(_exp, _exp))["measure"],
-            plots=catalogue.code_names(_exp)["figure"],
+            computes=lambda w, exp=SOURCES.get(_exp, _exp): catalogue.code_names(exp)["measure"],
+            plots=lambda w, exp=_exp: catalogue.code_names(exp)["figure"],
         message:
             "{params.exp}: table {output.table} from its parts, figure {output.png}; rows computed by {params.computes}, "
             "plotted by {params.plots}"

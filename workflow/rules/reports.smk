@@ -20,7 +20,7 @@ rule notebook:
     params:
         scale=SCALE,
         results=lambda w, output: Path(output.ipynb).parent.parent,
-        code=notebook_code(),
+        code=lambda w: notebook_code(),
     log:
         log_file("reports/{paper}"),
     benchmark:
@@ -45,7 +45,7 @@ rule claims:
     params:
         results=lambda w, output: Path(output[0]).parent.parent,
         scale=SCALE,
-        code=claims_code(),
+        code=lambda w: claims_code(),
     log:
         log_file("reports/claims-{paper}"),
     conda:
@@ -69,7 +69,7 @@ rule scorecard:
         ),
     params:
         scale=SCALE,
-        code=claims_code(),
+        code=lambda w: claims_code(),
     log:
         log_file("reports/scorecard"),
     conda:
