@@ -173,10 +173,11 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
     old_parts = (pd.read_csv(out / "parts.csv") if (out / "parts.csv").exists()
                  else pd.DataFrame(columns=PARTS_COLUMNS))
     rows, part_rows = [], []
+    here = {"commit": _commit(), "machine": _machine()}  # this checkout and CPU, once per export
 
     @functools.cache
-    def made_by(exp: str) -> dict:  # this checkout's commit, CPU and fingerprints, once per experiment
-        return {"commit": _commit(), "machine": _machine(), **fingerprints(exp)}
+    def made_by(exp: str) -> dict:  # ... and the fingerprints of exp's code and settings, once per experiment
+        return here | fingerprints(exp)
 
     for exp in experiments:
         carried = old_parts[old_parts["experiment"] == exp].set_index("part")
@@ -214,7 +215,7 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(f, target)
         jobs, seconds, ran = _job_seconds(results, exp)
-        commits, machines = [_commit()], [_machine()]
+        commits, machines = [here["commit"]], [here["machine"]]
         if len(carried):  # finished across sessions: the earlier sessions' jobs count too
             earlier = carried[~carried.index.isin(ran)]
             jobs, seconds = jobs + len(earlier), seconds + earlier["job_seconds"].sum()
