@@ -90,8 +90,8 @@ def test_workflow_runs_through_slurm_and_matches_a_local_run(cluster, local_run,
     submitted = dict(re.findall(r"Job (\d+) has been submitted with SLURM jobid (\d+)", out))
     finished = dict(re.findall(r"Finished jobid: (\d+) \(Rule: (\w+)\)", out))
     remote = {job: rule for job, rule in finished.items() if rule not in LOCAL_RULES}
-    assert {"measure", "notebook"} <= set(remote.values())
-    assert any(rule.startswith("figure_") for rule in remote.values())
+    assert "notebook" in remote.values() and any(rule.startswith("measure") for rule in remote.values())
+    assert any(rule.startswith(("figure_", "figures_")) for rule in remote.values())  # one per figure or paper
     assert set(remote) == set(submitted), (finished, submitted)
     for job, slurm_id in submitted.items():
         state, comment = _job_state(slurm_id)
@@ -113,7 +113,7 @@ def test_a_cancelled_job_is_resubmitted_and_finishes(cluster, local_run, tmp_pat
     """Preemption: scancel a running job; the profile's retry resubmits it and the result is
     the same as an uninterrupted run. (Checkpoint resume is tested once training exists.)"""
     wf = copy_workflow(tmp_path / "slurm")
-    target = "results/quick/OP/OP-F1/he_fan_out-w500.csv"
+    target = "results/quick/OP/OP-F1/all-parts.csv"  # written by measure_op, OP's random nets in one job
     cmd = SNAKEMAKE + [target, *SLURM, *_subset(wf)]
     proc = subprocess.Popen(cmd, cwd=wf, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     cancelled = None

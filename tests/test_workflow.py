@@ -106,8 +106,16 @@ def test_quick_scale_dry_run_is_small(workdir):
     run = snakemake("all", "-n", "--cores", "2", "--config", "scale=quick", cwd=workdir)
     assert run.returncode == 0, run.stderr
     jobs = _jobs(run.stdout)
-    # A few jobs per catalogue figure (parts, figure, target), not hundreds.
-    assert jobs["measure"] == _n_parts("quick") and jobs["total"] < 5 * len(CONFIG["experiments"]) + 20
+    # Tens of jobs, not hundreds: a paper's experiments of random nets are measured in one job and
+    # drawn in another (measure_<paper>, figures_<paper>); the others' parts in a job each.
+    measuring = [e for e in CONFIG["experiments"] if not catalogue.get(e).trains and not catalogue.get(e).source
+                 and not settings(CONFIG, e, "quick").get("optional", False)]
+    groups = plan.measure_groups(CONFIG, measuring, "quick")
+    assert set(groups) == {f"measure_{p.lower()}" for p in ("OP", "TG", "EP", "LR", "RP", "X")}
+    assert all(jobs[name] == 1 for name in groups), jobs
+    grouped = {e for exps in groups.values() for e in exps}
+    assert jobs["measure"] == sum(len(plan.measure_jobs(CONFIG, e, "quick")) for e in measuring if e not in grouped)
+    assert jobs["total"] < 100, jobs
     assert "results/quick/OP/OP-F1.csv" in run.stdout and "results/paper" not in run.stdout
     # a figure job names the functions that compute its rows and plot them (reluinit.catalogue)
     assert ("rows computed by reluinit.experiments.op.f1_measure, plotted by reluinit.figures.op.f1_figure"
@@ -170,25 +178,27 @@ def test_diverged_and_emptied_runs_are_results_and_jobs_resume(workdir):
     assert not after.loc[trained, "train_loss"].equals(before.loc[trained, "train_loss"])
 
 
-def test_one_job_for_all_parts_writes_the_tables_of_one_job_per_part(tmp_path):
-    """`measure_jobs: {quick: one}` (the quick scale's default) runs an experiment's parts in one
-    job; its tables equal, exactly, those of one job per part: OP-F3 (three widths' variations),
-    RP-F2 (two nets, each part reading the masks of its own prune job) and LR-F4."""
+def test_one_job_for_all_parts_writes_the_tables_of_one_job_per_part(quick_build, tmp_path):
+    """`measure_jobs: {quick: paper}` (the quick scale's default) measures a paper's experiments of
+    random nets in one job and runs each other experiment's parts in one job; the quick build's
+    tables equal, exactly, those of one job per part: OP-F3 (three widths' variations) and LR-F4,
+    measured by measure_op and measure_lr, and RP-F2 (two nets, each part reading the masks of its
+    own prune job), all of whose parts one job runs."""
     targets = ["op_f3", "rp_f2", "lr_f4"]
     parts = {e: list(catalogue.get(e).parts(settings(CONFIG, e, "quick"))) for e in ("OP-F3", "RP-F2", "LR-F4")}
-    tables = {}
-    for mode in ("one", "parts"):
-        wf = copy_workflow(tmp_path / mode)
-        (wf / "jobs.yaml").write_text(yaml.safe_dump({"measure_jobs": {"quick": mode}}))
-        run = snakemake(*targets, "--cores", "2", "--configfile", "jobs.yaml", "--config", "scale=quick", cwd=wf)
-        assert run.returncode == 0, run.stderr[-3000:]
-        jobs = re.findall(r"^Job \d+: (\S+) \[(\S+)\] at the quick scale", run.stdout + run.stderr, re.M)
-        expect = {(e, "all-parts") for e in parts} if mode == "one" else {(e, k) for e, ks in parts.items() for k in ks}
-        assert set(jobs) == expect, jobs
-        tables[mode] = {e: pd.read_csv(wf / "results" / "quick" / catalogue.paper_of(e) / f"{e}.csv") for e in parts}
-    for exp, table in tables["one"].items():
-        assert list(table["part"].unique()) == list(tables["parts"][exp]["part"].unique())
-        pd.testing.assert_frame_equal(table, tables["parts"][exp], check_exact=True)
+    built = quick_build / "results" / "quick"
+    for e in parts:  # one file per experiment (a paper's random nets: their measure_<paper> job's)
+        assert [p.name for p in (built / catalogue.paper_of(e) / e).glob("*.csv")] == ["all-parts.csv"], e
+    wf = copy_workflow(tmp_path / "parts")
+    (wf / "jobs.yaml").write_text(yaml.safe_dump({"measure_jobs": {"quick": "parts"}, "figure_jobs": {"quick": "figure"}}))
+    run = snakemake(*targets, "--cores", "2", "--configfile", "jobs.yaml", "--config", "scale=quick", cwd=wf)
+    assert run.returncode == 0, run.stderr[-3000:]
+    jobs = re.findall(r"^Job \d+: (\S+) \[(\S+)\] at the quick scale", run.stdout + run.stderr, re.M)
+    assert set(jobs) == {(e, k) for e, ks in parts.items() for k in ks}, jobs
+    for e in parts:
+        one, per_part = (pd.read_csv(d / "results" / "quick" / catalogue.paper_of(e) / f"{e}.csv") for d in (quick_build, wf))
+        assert list(one["part"].unique()) == list(per_part["part"].unique()) == parts[e]
+        pd.testing.assert_frame_equal(one, per_part, check_exact=True)
 
 
 def test_quick_scale_builds_every_target(quick_build):
@@ -317,7 +327,8 @@ def test_a_rebuild_does_only_what_changed(quick_build, tmp_path):
     # One figure again, by its short name: nothing to do, everything is up to date.
     again = snakemake("op_f2", "--cores", "1", "--config", "scale=quick", cwd=workdir)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
-    # By path after deleting it: only that figure is rebuilt.
+    # By path after deleting it: only its figure job redraws it (at the quick scale, the job of OP's
+    # figures: `figure_jobs: {quick: paper}`).
     (results / "figures" / "OP-F2.png").unlink()
     rebuilt = snakemake(str(results.relative_to(workdir) / "figures" / "OP-F2.png"),
                         "--cores", "1", "--config", "scale=quick", cwd=workdir)
@@ -372,14 +383,39 @@ def _code_edits_rerun_what_runs_the_code(workdir):
     _edit(src / "figures" / "op.py", 'ax.set(xlabel="layer $l$", ylabel=ylabel)',
           'ax.set(xlabel="layer index $l$", ylabel=ylabel)')
     jobs = _rerun_plan(workdir)
-    assert jobs.get("figure_op_f1") == 1, jobs
+    # the job that draws OP-F1, and only it: at the quick scale the one of OP's figures
+    (drawer,) = [name for name, exps in plan.figure_jobs(CONFIG, ["OP-F1", "TG-F1"], "quick").items() if "OP-F1" in exps]
+    assert drawer == "figures_op" and jobs.get(drawer) == 1, jobs
     assert not {"measure", "train", "train_part"} & set(jobs), jobs
-    assert not {j for j in jobs if j.startswith("figure_")} - {"figure_op_f1"}, jobs  # only the edited one
+    assert not {j for j in jobs if j.startswith("figure")} - {drawer}, jobs  # only the edited one's
     _edit(src / "norms.py", '"""Per-sample, per-hidden-layer', '"""Per-sample (edited), per-hidden-layer')
-    jobs = _rerun_plan(workdir)
-    n_op = sum(len(plan.measure_jobs(CONFIG, e, "quick")) for e in ("OP-F1", "OP-F2", "OP-F3"))
-    assert jobs.get("measure") == n_op and {"figure_op_f1", "figure_op_f2", "figure_op_f3"} <= set(jobs), jobs
+    jobs = _rerun_plan(workdir)  # at the quick scale one job measures OP's random nets
+    assert jobs.get("measure_op") == 1 and "measure" not in jobs and jobs.get(drawer) == 1, jobs
     assert not {"train", "train_part"} & set(jobs), jobs
+
+
+def test_a_papers_figures_in_one_job_are_those_of_one_job_per_figure(quick_build, tmp_path):
+    """The quick scale draws a paper's figures in one job (`figure_jobs: {quick: paper}`); one job
+    per figure, as the paper scale runs them, writes the same tables, figures (to the byte),
+    records and summaries from the same parts."""
+    workdir = copy_build(quick_build, tmp_path / "wf")
+    results = workdir / "results" / "quick"
+    exps = ["OP-F1", "OP-F2", "OP-F3"]
+    files = [results / "OP" / f"{e}.csv" for e in exps] + [
+        results / "figures" / f"{e}.{ext}" for e in exps for ext in ("png", "json")]
+    paper_job = {f: f.read_bytes() for f in files}
+    summaries = {e: (results / "logs" / "figures" / f"{e}.log").read_text().split(" summary:", 1)[1] for e in exps}
+    for f in files:
+        f.unlink()
+    _edit(workdir / "config.yaml", "figure_jobs: {paper: figure, quick: paper,", "figure_jobs: {paper: figure, quick: figure,")
+    run = snakemake("op_f1", "op_f2", "op_f3", "--cores", "2", "--config", "scale=quick", cwd=workdir)
+    assert run.returncode == 0, run.stderr[-2000:]
+    jobs = _jobs(run.stdout + run.stderr)  # the three figure jobs, nothing measured again
+    assert set(jobs) == {"figure_op_f1", "figure_op_f2", "figure_op_f3", "op_f1", "op_f2", "op_f3", "total"}, jobs
+    for f in files:
+        assert f.read_bytes() == paper_job[f], f
+    for e in exps:
+        assert (results / "logs" / "figures" / f"{e}.log").read_text().split(" summary:", 1)[1] == summaries[e], e
 
 
 def test_snakemake_report_contains_the_figures(quick_build, tmp_path):

@@ -33,6 +33,11 @@ def start(log_path: str | None, threads: int | None = 1) -> logging.Logger:
     return log
 
 
+def files(named) -> list:
+    """A Snakemake named input's files as a list (Snakemake gives a name of one file as the file)."""
+    return [named] if isinstance(named, str) else list(named)
+
+
 def write_table(df: pd.DataFrame, path: str | Path, **constants) -> None:
     """Write a tidy table as CSV, with ``constants`` (experiment, scale, ...) as leading columns."""
     _lead(df, constants)

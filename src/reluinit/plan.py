@@ -69,17 +69,65 @@ ALL_PARTS = "all-parts"
 def measure_jobs(config: dict, exp: str, scale: str | None = None) -> dict[str, list[str]]:
     """``{job key: [part keys]}`` of a measurement experiment at ``scale``: a job per part, or with
     ``measure_jobs: {<scale>: one}`` a single job ``all-parts`` (when there are several) that runs
-    them in order and writes the rows they would have written one by one. Training experiments
-    always have a job per part (each a GPU job of its own, resumable)."""
+    them in order and writes the rows they would have written one by one (with ``paper``, an
+    experiment of random nets always has that job, even with one part: its file is named before
+    its parts are known, while the workflow is read). Training experiments always have a job per
+    part (each a GPU job of its own, resumable)."""
     scale = scale or config["scale"]
     e = catalogue.get(exp)
     keys = list(e.parts(settings(config, exp, scale)))
-    one = (config.get("measure_jobs") or {}).get(scale, "parts") == "one"
-    if one and len(keys) > 1 and not e.trains:
+    mode = (config.get("measure_jobs") or {}).get(scale, "parts")
+    grouped = mode == "paper" and random_nets(exp)  # a measure_<paper> job's file: always all-parts
+    if (grouped or mode in ("one", "paper") and len(keys) > 1) and not e.trains:
         if ALL_PARTS in keys:
             raise ValueError(f"{exp} has a part named {ALL_PARTS!r}, the name of the job that runs all of them")
         return {ALL_PARTS: keys}
     return {key: [key] for key in keys}
+
+
+def measure_groups(config: dict, exps: list[str], scale: str | None = None) -> dict[str, list[str]]:
+    """``{rule name: [ids]}``: with ``measure_jobs: {<scale>: paper}`` (the quick scale), the jobs
+    that measure a paper's experiments of random nets, one per paper (``measure_<paper>``), each
+    experiment's parts in order as ``one`` runs them (same files, same rows); ``{}`` otherwise.
+    ``exps`` are the measuring experiments `all` builds; the others' jobs stay the rule ``measure``'s."""
+    scale = scale or config["scale"]
+    if (config.get("measure_jobs") or {}).get(scale, "parts") != "paper":
+        return {}
+    groups: dict[str, list[str]] = {}
+    for e in exps:
+        if random_nets(e):
+            groups.setdefault(f"measure_{catalogue.paper_of(e).lower()}", []).append(e)
+    return groups
+
+
+def figure_jobs(config: dict, exps: list[str], scale: str | None = None) -> dict[str, list[str]]:
+    """``{rule name: [ids]}``: the jobs that draw the figures of ``exps`` (the ids `all` builds).
+    One per id (``figure_<id>``; ``figure_jobs: {<scale>: figure}``, the paper scale), or with
+    ``figure_jobs: {<scale>: paper}`` (the quick scale, where a figure job is mostly the start-up of
+    pandas and seaborn) one per paper for its figures of random nets (``figures_<paper>``), which
+    writes each id's table, figure, record and log as its own job would, one id after another. A
+    figure of trained or pruned nets keeps a job of its own there too, so that asking for one
+    figure never trains or prunes the nets of another."""
+    scale = scale or config["scale"]
+    by_paper = (config.get("figure_jobs") or {}).get(scale, "figure") == "paper"
+    jobs: dict[str, list[str]] = {}
+    for e in exps:
+        name = f"figures_{catalogue.paper_of(e).lower()}" if by_paper and random_nets(e) else figure_rule(e)
+        jobs.setdefault(name, []).append(e)
+    return jobs
+
+
+def random_nets(exp: str) -> bool:
+    """Whether ``exp``'s table measures random nets only: no training, pruning or trained nets
+    upstream of it (nor of the experiment whose runs it plots)."""
+    entry = catalogue.entry(exp)
+    entry = catalogue.entry(entry.source) if entry.source else entry
+    return not (entry.trains or entry.masks or entry.trained)
+
+
+def figure_rule(exp: str) -> str:
+    """The rule that draws one id's figure on its own: ``figure_op_f1`` for OP-F1."""
+    return f"figure_{exp.lower().replace('-', '_')}"
 
 
 def default_experiments(config: dict, scale: str) -> list[str]:

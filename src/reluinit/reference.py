@@ -28,14 +28,13 @@ import os
 import platform
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
-from . import catalogue, claims, paths, provenance
+from . import catalogue, claims, paths, provenance, reports
 from .catalogue import PAPERS, paper_of
 from .config import settings
 
@@ -401,23 +400,19 @@ def reference_readme(card: pd.DataFrame, runs: pd.DataFrame) -> str:
 
 
 def _notebook(root: Path, paper: str) -> None:
-    """Execute a paper's notebook on the tree; its figures are linked (``../figures/<ID>.png``),
-    not embedded a second time, which keeps the committed tree small. Papermill gives the cell it
-    injects a random id; a fixed one keeps an unchanged report an unchanged file."""
-    env = {**os.environ, "RELUINIT_FIGURES": "link"}
-    with tempfile.TemporaryDirectory() as tmp:
-        executed = Path(tmp) / f"{paper}.ipynb"
-        subprocess.run([sys.executable, "-m", "papermill", f"notebooks/{paper}.ipynb", str(executed), "-k", "python3",
-                        "--no-progress-bar", "--log-level", "WARNING", "-p", "scale", "paper", "-p", "results", str(root)],
-                       check=True, env=env)
-        nb = json.loads(executed.read_text())
-        for cell in nb["cells"]:
-            if "injected-parameters" in cell.get("metadata", {}).get("tags", []):
-                cell["id"] = "injected-parameters"
-        executed.write_text(json.dumps(nb))
-        subprocess.run([sys.executable, "-m", "nbconvert", "--to", "html", "--no-input", "--log-level", "WARN",
-                        "--output-dir", str(Path(paths.report(str(root), paper, "html")).parent), str(executed)],
-                       check=True)
+    """Execute a paper's notebook on the tree (``reports.execute``); its figures are linked
+    (``../figures/<ID>.png``), not embedded a second time, which keeps the committed tree small."""
+    before = os.environ.get("RELUINIT_FIGURES")
+    os.environ["RELUINIT_FIGURES"] = "link"  # read by the notebook's kernel, which inherits it
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            reports.execute(f"notebooks/{paper}.ipynb", Path(tmp) / f"{paper}.ipynb",
+                            paths.report(str(root), paper, "html"), scale="paper", results=str(root))
+    finally:
+        if before is None:
+            del os.environ["RELUINIT_FIGURES"]
+        else:
+            os.environ["RELUINIT_FIGURES"] = before
 
 
 def main() -> None:

@@ -6,6 +6,7 @@ import time
 import re
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
@@ -105,15 +106,27 @@ def measure_code(exp):
 
 
 @functools.cache
+def measures_code(exps):
+    """The measuring code of a job of several experiments (a paper's random nets)."""
+    return provenance.code_fingerprint(*[catalogue.get(e).measure for e in exps])
+
+
+@functools.cache
 def masks_code(exp):
     return provenance.code_fingerprint(catalogue.get(exp).masks)
 
 
 @functools.cache
 def figure_code(exp):
+    return figures_code((exp,))
+
+
+@functools.cache
+def figures_code(exps):
+    """The plotting code of a job drawing ``exps`` (one id's figure and summary, or a paper's)."""
     from reluinit import plotting
 
-    return provenance.code_fingerprint(*catalogue.figures_of(exp), plotting.save)
+    return provenance.code_fingerprint(*[f for e in exps for f in catalogue.figures_of(e)], plotting.save)
 
 
 @functools.cache  # two rules (claims, scorecard) ask
@@ -166,6 +179,22 @@ def figure_files(exp):
     """The figure (PDF, PNG) and what it was built with (its caption reads that), so that a
     target asking for a figure brings its caption's record up to date too."""
     return paths.figures(RESULTS, exp) + [paths.built(RESULTS, exp)]
+
+
+def figure_png(exp, caption="../report/figure.rst"):
+    """A figure's PNG as the Snakemake report shows it: under its paper, labelled by its id."""
+    return report(
+        figure_files(exp)[1],
+        caption=caption,
+        category=catalogue.paper_of(exp),
+        subcategory=exp,
+        labels={"figure": exp},
+    )
+
+
+def id_key(exp):
+    """An id as the name of a job's input, output or log (OP-F1 -> OP_F1)."""
+    return exp.replace("-", "_")
 
 
 def log_file(name):

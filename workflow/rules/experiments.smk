@@ -39,6 +39,12 @@ rule prune:
         "../scripts/prune.py"
 
 
+# Where the scale's `measure_jobs` is `paper` (the quick scale), one job per paper measures its
+# experiments of random nets (MEASURE_GROUPS, rules measure_<paper>); the rule `measure` runs the rest.
+MEASURE_GROUPS = plan.measure_groups(config, [e for e in DEFAULT if e not in TRAINING and e not in SOURCES], SCALE)
+GROUPED = {e for exps in MEASURE_GROUPS.values() for e in exps}
+
+
 rule measure:
     """Measure one part of a catalogue experiment on random (or trained) nets: its table's rows."""
     input:
@@ -46,7 +52,7 @@ rule measure:
     output:
         paths.part(RESULTS, "{exp}", "{part}", paper="{paper}"),
     wildcard_constraints:
-        exp=one_of([e for e in EXPERIMENTS if e not in TRAINING and e not in SOURCES]),
+        exp=one_of([e for e in EXPERIMENTS if e not in TRAINING and e not in SOURCES and e not in GROUPED]),
     params:
         settings=lambda w: exp_settings(w.exp),
         scale=SCALE,
@@ -68,6 +74,39 @@ rule measure:
         "../../envs/science.yaml"
     script:
         "../scripts/measure.py"
+
+
+for _name, _exps in MEASURE_GROUPS.items():
+    _paper = catalogue.paper_of(_exps[0])
+
+    rule:
+        f"""Measure {_paper}'s experiments of random nets, {', '.join(_exps)}, in one job: each one's rows as its own job writes them."""
+        name:
+            _name
+        input:
+            unpack(lambda w, exps=_exps: {id_key(e): measure_inputs(SimpleNamespace(exp=e, part=plan.ALL_PARTS)) for e in exps}),
+        output:
+            **{id_key(e): paths.part(RESULTS, e, plan.ALL_PARTS) for e in _exps},
+        params:
+            exps=_exps,
+            settings={e: exp_settings(e) for e in _exps},
+            scale=SCALE,
+            device=config["device"],
+            code=lambda w, exps=tuple(_exps): measures_code(exps),  # the library code it runs: edits rerun it
+        message:
+            "{params.exps} at the {params.scale} scale, one after another (each one's log names its settings)"
+        log:
+            **{id_key(e): log_file(f"{_paper}/{e}/{plan.ALL_PARTS}") for e in _exps},
+        benchmark:
+            benchmark_file(f"{_paper}/measure")
+        threads: 1 if SCALE in ("quick", "smoke") else plan.MEASURE["threads"]
+        resources:
+            mem_mb=plan.MEASURE["mem_mb"],
+            runtime=plan.MEASURE["runtime"],
+        conda:
+            "../../envs/science.yaml"
+        script:
+            "../scripts/measure.py"
 
 
 # Training runs of an experiment: same outputs as `measure`, on a GPU on a cluster. Each run keeps
@@ -110,25 +149,30 @@ rule train_part:
 
 # The parts of an experiment (or of its source) become its tidy table and its figure in one
 # job: one Python start-up per figure instead of two. One rule per experiment, since the table
-# (under the paper's folder) and the figure (under figures/) share no wildcard but the id.
-for _exp in EXPERIMENTS:
+# (under the paper's folder) and the figure (under figures/) share no wildcard but the id. Where
+# the scale's `figure_jobs` is `paper` (the quick scale), one rule per paper draws its figures of
+# random nets (plan.figure_jobs; figures of trained or pruned nets and optional ones keep their own).
+FIGURE_JOBS = {
+    **plan.figure_jobs(config, DEFAULT, SCALE),
+    **{plan.figure_rule(e): [e] for e in EXPERIMENTS if e not in DEFAULT},
+}
+
+
+for _name, _exps in FIGURE_JOBS.items():
+    if len(_exps) > 1:
+        continue
+    _exp = _exps[0]
 
     rule:
         f"""{_exp}'s table from its parts, and its figure ({catalogue.paper_of(_exp)}, CATALOGUE.md)."""
         name:
-            f"figure_{_exp.lower().replace('-', '_')}"
+            _name
         input:
             lambda w, exp=_exp: table_parts(exp),  # planned with the job: its experiment's parts
         output:
             table=paths.table(RESULTS, _exp),
             pdf=figure_files(_exp)[0],
-            png=report(
-                figure_files(_exp)[1],
-                caption="../report/figure.rst",
-                category=catalogue.paper_of(_exp),
-                subcategory=_exp,
-                labels={"figure": _exp},
-            ),
+            png=figure_png(_exp),
             built=paths.built(RESULTS, _exp),
         params:
             exp=_exp,
@@ -151,6 +195,47 @@ for _exp in EXPERIMENTS:
             log_file(f"figures/{_exp}"),
         benchmark:
             benchmark_file(f"figures/{_exp}")
+        conda:
+            "../../envs/plotting.yaml"
+        script:
+            "../scripts/figure.py"
+
+
+# A paper's figures of random nets in one job (`figure_jobs: {<scale>: paper}`): each id's table, figure, record
+# and log are the files its own job writes (named by the id: table_OP_F1, png_OP_F1, ...). The
+# report's caption of each figure is the one of its own job, read from these per-id params.
+for _name, _exps in FIGURE_JOBS.items():
+    if len(_exps) == 1:
+        continue
+    _paper = catalogue.paper_of(_exps[0])
+
+    rule:
+        f"""{_paper}'s tables from their parts, and its figures {', '.join(_exps)} in one job (CATALOGUE.md)."""
+        name:
+            _name
+        input:
+            unpack(lambda w, exps=_exps: {id_key(e): table_parts(e) for e in exps}),
+        output:
+            **{f"{kind}_{id_key(e)}": path for e in _exps for kind, path in [
+                ("table", paths.table(RESULTS, e)), ("pdf", figure_files(e)[0]), ("png", figure_png(e, "../report/figures.rst")),
+                ("built", paths.built(RESULTS, e))]},
+        params:
+            exps=_exps,
+            tables=[paths.table(RESULTS, e) for e in _exps],
+            paper=paper_title(_paper),
+            settings={e: exp_settings(SOURCES.get(e, e)) for e in _exps},
+            scale=SCALE,
+            code=lambda w, exps=tuple(_exps): figures_code(exps),  # every figure's plotting code
+            built=lambda w, output, exps=_exps: {e: reports.built_with(output[f"built_{id_key(e)}"]) for e in exps},
+            made_by=lambda w, exps=tuple(_exps): "; ".join(
+                f"{e}: rows computed by {catalogue.code_names(SOURCES.get(e, e))['measure']}, "
+                f"plotted by {catalogue.code_names(e)['figure']}" for e in exps),
+        message:
+            "{params.exps}: tables {params.tables} from their parts, and their figures; {params.made_by}"
+        log:
+            **{id_key(e): log_file(f"figures/{e}") for e in _exps},
+        benchmark:
+            benchmark_file(f"figures/{_paper}")
         conda:
             "../../envs/plotting.yaml"
         script:

@@ -27,10 +27,8 @@ rule notebook:
         benchmark_file("reports/{paper}")
     conda:
         "../../envs/reports.yaml"
-    shell:
-        "(papermill {input.notebook} {output.ipynb} -k python3"
-        " -p scale {params.scale} -p results {params.results}"
-        " && jupyter nbconvert --to html --no-input --output-dir $(dirname {output.html}) {output.ipynb}) > {log} 2>&1"
+    script:
+        "../scripts/execute_notebook.py"
 
 
 # Every claim of claims.yaml judged against the tables of this run: per paper (what its notebook

@@ -1,6 +1,8 @@
 """Combine one experiment's parts into its tidy table, plot its catalogue figure as PDF and PNG,
 write the scale and settings it was built with (what the report caption reads back), and log
-the numbers a reader compares with the paper (the experiment's summary)."""
+the numbers a reader compares with the paper (the experiment's summary). A job of a paper's
+figures (rule figures_<paper>) does this for each of its ids in turn, into the files and log
+that id's own job would write."""
 
 import json
 
@@ -8,15 +10,25 @@ import pandas as pd
 
 from reluinit import catalogue, jobs, plotting
 
-log = jobs.start(snakemake.log[0], threads=None)  # noqa: F821 - injected by Snakemake; no torch here
-exp_id = snakemake.params.exp  # noqa: F821
-figure, summary = catalogue.figures_of(exp_id)  # reluinit.figures.<module>: tables in, figures out, no torch
-table = pd.concat([pd.read_csv(p) for p in snakemake.input], ignore_index=True)  # noqa: F821
-if catalogue.ENTRIES[exp_id].source:  # a view of another experiment's runs: its own id on its rows
-    table["experiment"] = exp_id
-jobs.write_table(table, snakemake.output.table)  # noqa: F821
-fig = figure(table, snakemake.params.settings)  # noqa: F821
-plotting.save(fig, [snakemake.output.pdf, snakemake.output.png])  # noqa: F821
-with open(snakemake.output.built, "w") as f:  # noqa: F821
-    json.dump({"scale": snakemake.params.scale, "settings": snakemake.params.settings}, f, default=str)  # noqa: F821
-log.info("%s summary:\n%s", exp_id, summary(table).to_string(index=False))
+sm = snakemake  # noqa: F821 - injected by Snakemake
+
+
+if "exps" in sm.params.keys():  # a paper's figures: inputs, outputs and logs named by id (OP_F1)
+    todo = [(e, jobs.files(sm.input[e.replace("-", "_")]), sm.params.settings[e],
+             {kind: sm.output[f"{kind}_{e.replace('-', '_')}"] for kind in ("table", "pdf", "png", "built")},
+             sm.log[e.replace("-", "_")]) for e in sm.params.exps]
+else:
+    todo = [(sm.params.exp, list(sm.input), sm.params.settings, sm.output, sm.log[0])]
+
+for exp_id, parts, settings, out, log_path in todo:
+    log = jobs.start(log_path, threads=None)  # no torch here; each id's log is its own
+    figure, summary = catalogue.figures_of(exp_id)  # reluinit.figures.<module>: tables in, figures out
+    table = pd.concat([pd.read_csv(p) for p in parts], ignore_index=True)
+    if catalogue.ENTRIES[exp_id].source:  # a view of another experiment's runs: its own id on its rows
+        table["experiment"] = exp_id
+    jobs.write_table(table, out["table"])
+    fig = figure(table, settings)
+    plotting.save(fig, [out["pdf"], out["png"]])
+    with open(out["built"], "w") as f:
+        json.dump({"scale": sm.params.scale, "settings": settings}, f, default=str)
+    log.info("%s summary:\n%s", exp_id, summary(table).to_string(index=False))

@@ -1,0 +1,10 @@
+"""Execute a paper's notebook on this run's results and export it as HTML without code cells
+(reluinit.reports.execute: papermill and nbconvert in this one process)."""
+
+from reluinit import jobs, reports
+
+sm = snakemake  # noqa: F821 - injected by Snakemake
+log = jobs.start(sm.log[0], threads=None)
+log.info("executing %s at the %s scale on %s", sm.input.notebook, sm.params.scale, sm.params.results)
+reports.execute(sm.input.notebook, sm.output.ipynb, sm.output.html, scale=sm.params.scale, results=str(sm.params.results))
+log.info("wrote %s and %s", sm.output.ipynb, sm.output.html)
