@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from reluinit.nets import sample_mlp
+from reluinit.nets import MLP, sample_mlp
 from reluinit.regions import activation_pattern, boundary_distance, plane_regions, sawtooth, split_lines
 
 F64 = torch.float64
@@ -67,6 +67,16 @@ def test_plane_polygons_tile_the_square_and_share_one_pattern():
         points = 0.999 * (weights @ poly.vertices) + 0.001 * centre
         patterns = activation_pattern(net, torch.tensor(points))
         assert (patterns.numpy() == poly.pattern).all()
+
+
+@pytest.mark.parametrize("w, b", [([1.0, -1.0], 0.0), ([1.0, 1.0], -2.0), ([1.0, 0.0], 0.5)])
+def test_a_line_through_vertices_of_a_cell_keeps_both_parts(w, b):
+    """A neuron whose line runs through corners of the square (u = v, u + v = 2) or along a cut
+    of an earlier neuron still tiles the square: a vertex on the line belongs to both parts."""
+    net = MLP([torch.tensor([[1.0, 0.0], w], dtype=F64), torch.tensor([[1.0, 1.0]], dtype=F64)],
+              [torch.tensor([0.5, b], dtype=F64), None], readout=True)
+    (first,) = plane_regions(net, np.zeros(2), np.array([1.0, 0.0]), np.array([0.0, 1.0]), half_side=2.0)
+    assert sum(p.area for p in first) == pytest.approx(16.0, rel=1e-12) and all(p.area > 0 for p in first)
 
 
 def test_boundary_distance_is_exact():

@@ -230,112 +230,120 @@ class Polygon:
         return 0.5 * float(np.dot(u, np.roll(v, -1)) - np.dot(v, np.roll(u, -1)))
 
 
-def _compact(points: torch.Tensor, keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per row, the kept ``points [C, S, 2]`` moved to the front in their order: ``[C, W, 2]``
-    (zero-padded) and how many each row keeps."""
-    count = keep.sum(dim=1)
-    out = points.new_zeros(len(points), int(count.max()) if len(count) else 0, 2)
-    rows = torch.arange(len(points), device=points.device)[:, None].expand_as(keep)
-    out[rows[keep], (keep.cumsum(dim=1) - 1)[keep]] = points[keep]
-    return out, count
+def _clip(verts: torch.Tensor, count: torch.Tensor, vals: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Split convex polygons (``verts [C, W, 2]``: the first ``count`` counter-clockwise, then copies
+    of the first) along the zero line of an affine function given at their vertices (``vals [C, W]``):
+    the parts where it is <= 0 and >= 0, ``[C, 2, W', 2]`` padded the same way, their vertex counts
+    ``[C, 2]`` and the smallest count, in the vertex order of the original walk (a vertex, then the
+    crossing on the edge leaving it). The padding closes each walk by itself (the first vertex
+    follows the last, and an edge from it to itself crosses nothing), so no edge needs masking."""
+    c, w = verts.shape[:2]
+    q, fq = verts.roll(-1, 1), vals.roll(-1, 1)
+    cross = vals * fq < 0
+    points = verts + (vals / (vals - fq))[..., None] * (q - verts)  # read only where it crosses
+    points = torch.stack([verts, points], dim=2).flatten(1, 2)
+    # A vertex on the line belongs to both parts (else a line through corners would drop a part).
+    side = torch.stack([vals <= 0, vals >= 0], dim=1) & (torch.arange(w, device=verts.device) < count[:, None])[:, None]
+    keep = torch.stack([side, cross[:, None].expand_as(side)], dim=3).flatten(2)  # [C, 2, 2W]
+    # Each part's points to its front, in order (a scatter: a sort of these short rows is slower),
+    # the points dropped to a spare last column.
+    dest = keep.cumsum(dim=2)
+    n = dest[..., -1]
+    n_min, n_max = torch.stack(torch.aminmax(n)).tolist()
+    width = max(w, n_max)
+    parts = points.new_empty(c, 2, 2 * w + 1, 2).scatter_(
+        2, torch.where(keep, dest - 1, 2 * w)[..., None].expand(-1, -1, -1, 2), points[:, None].expand(-1, 2, -1, -1))
+    parts = parts[:, :, :width]
+    pad = (torch.arange(width, device=verts.device) >= n[..., None])[..., None]
+    return torch.where(pad, parts[:, :, :1], parts), n, n_min
 
 
-def _clip(verts: torch.Tensor, count: torch.Tensor, vals: torch.Tensor):
-    """Split convex polygons (``verts [C, V, 2]``, the first ``count`` vertices counter-clockwise)
-    along the zero line of an affine function given at their vertices (``vals [C, V]``): the parts
-    where it is <= 0 and > 0, each as ``(vertices, count)``, in the vertex order of the original
-    walk (a vertex, then the crossing on the edge leaving it)."""
-    i = torch.arange(verts.shape[1], device=verts.device)
-    valid = i < count[:, None]
-    nxt = torch.where(i + 1 < count[:, None], i + 1, 0)
-    q, fq = verts.gather(1, nxt[..., None].expand(-1, -1, 2)), vals.gather(1, nxt)
-    cross = valid & (vals * fq < 0)
-    frac = torch.where(cross, vals / torch.where(cross, vals - fq, 1.0), 0.0)
-    points = torch.stack([verts, verts + frac[..., None] * (q - verts)], dim=2).flatten(1, 2)
-    below = torch.stack([valid & (vals <= 0), cross], dim=2).flatten(1)
-    above = torch.stack([valid & (vals > 0), cross], dim=2).flatten(1)
-    return _compact(points, below), _compact(points, above)
+def _partition(verts, count, za, zb, kinks) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One layer's cells: each parent cell (``verts [P, W, 2]``, padded with copies of its first
+    vertex) cut in turn by every line ``za[p, j] + zb[p, j] @ (u, v) = kink`` that crosses it, in
+    the order of (neuron, kink). Returns the cells' vertices (padded the same way), counts and
+    parents in the order of a depth-first walk (every cut cell followed at once by its part above).
 
+    The parents are cut independently, so step ``s`` cuts the cells of every parent by that parent's
+    own ``s``-th crossing line: as many steps as the most lines crossing one parent (6 to 12 at
+    widths 16 to 64 after the first layer), not one per neuron, with each cell's arithmetic what a
+    loop over neurons would do. A cell's order key has one bit per line that cut its lineage (1 for
+    the part above); sorting by (parent, key) gives the depth-first order."""
+    dev, n_par = verts.device, len(verts)
+    theta = torch.tensor(kinks, dtype=za.dtype, device=dev)
+    n_lines = za.shape[1] * len(kinks)
+    # The lines crossing each parent (its vertices strictly on both sides), line j * len(kinks) + k,
+    # from the values at its vertices [P, W, n] taken a few parents at a time: all at once they are
+    # 25 MB at width 64, out of cache (3x slower). (The products don't depend on the chunks: each
+    # matrix is multiplied alone.)
+    chunk = max(1, 2**18 // (verts.shape[1] * za.shape[1]))
 
-class _Cells:
-    """The cells of a partition in progress, in growable buffers (a cut replaces a cell by its part
-    below the line and appends the part above): vertices ``[C, V, 2]`` (the first ``count``), the
-    cell of the layer's start each lies in (``parent``), and an order key (one bit per line that cut
-    its lineage, 1 for the part above), so that sorting by (parent, key) gives the order of a
-    depth-first walk: every cut cell followed at once by its part above."""
+    def extremes(i):
+        at = verts[i: i + chunk] @ zb[i: i + chunk].transpose(1, 2)
+        at += za[i: i + chunk, None]
+        return at.amin(dim=1), at.amax(dim=1)  # (aminmax over a middle dimension is 3x slower)
 
-    def __init__(self, verts: torch.Tensor, count: torch.Tensor, n_lines: int):
-        self.n, self.words = len(verts), max(1, -(-n_lines // 62))
-        self.verts, self.count = verts.clone(), count.clone()  # written in place; the caller keeps its own
-        self.parent = torch.arange(self.n, device=verts.device)
-        self.key = torch.zeros(self.n, self.words, dtype=torch.long, device=verts.device)
+    lo, hi = (torch.cat(x) for x in zip(*map(extremes, range(0, n_par, chunk))))
+    crossed = ((lo[..., None] < theta) & (hi[..., None] > theta)).flatten(1)  # [P, n_lines]
+    n_cross = crossed.sum(dim=1)
+    steps = int(n_cross.max())
+    # Each parent's crossing lines in order, step by step [S, P] (a spare step takes the others), as
+    # (value at the origin, gradient) and as the bit in the order key.
+    line = torch.zeros(steps + 1, n_par, dtype=torch.long, device=dev)
+    line.scatter_(0, torch.where(crossed, crossed.cumsum(dim=1) - 1, steps).T,
+                  torch.arange(n_lines, device=dev).expand(n_par, -1).T)
+    line = line[:steps]
+    coef = torch.cat([(za[..., None] - theta).flatten(1)[..., None], zb.repeat_interleave(len(kinks), dim=1)],
+                     dim=2)
+    coef = coef.view(-1, 3)[line + n_lines * torch.arange(n_par, device=dev)]  # [S, P, 3]
+    words, ids = max(1, -(-n_lines // 62)), torch.arange(n_lines, device=dev)
+    bit = torch.zeros(n_lines, words, dtype=torch.long, device=dev)
+    bit[ids, ids // 62] = torch.ones_like(ids) << (61 - ids % 62)
+    bits = bit[line]  # [S, P, words]
 
-    def cut(self, idx: torch.Tensor, line: int, lo, hi) -> None:
-        """Replace cells ``idx`` by their parts ``lo`` and ``hi`` (``(vertices, count)``), dropping a
-        part with fewer than 3 vertices (a line through a corner)."""
-        (lo, n_lo), (hi, n_hi) = lo, hi
-        width = max(lo.shape[1], hi.shape[1])
-        if width > self.verts.shape[1]:
-            self.verts = _pad(self.verts, width)
-        parent, key = self.parent[idx], self.key[idx]
-        keep = n_lo >= 3
-        self._write(idx[keep], lo[keep], n_lo[keep], parent[keep], key[keep])
-        gone = idx[~keep]  # no part below: the part above takes the cell's place
-        add = n_hi >= 3
-        key = key.clone()
-        key[:, line // 62] |= 1 << (61 - line % 62)
-        reuse, append = add & ~keep, add & keep
-        self._write(idx[reuse], hi[reuse], n_hi[reuse], parent[reuse], key[reuse])
-        self._grow(int(append.sum()))
-        new = torch.arange(self.n, self.n + int(append.sum()), device=idx.device)
-        self.n += len(new)
-        self._write(new, hi[append], n_hi[append], parent[append], key[append])
-        if (~keep & ~add).any():  # both parts degenerate: the cell is gone (never seen; kept exact)
-            dead = gone[~(add[~keep])]
-            alive = torch.ones(self.n, dtype=torch.bool, device=idx.device)
-            alive[dead] = False
-            for name in ("verts", "count", "parent", "key"):
-                setattr(self, name, getattr(self, name)[: self.n][alive])
-            self.n = int(alive.sum())
-
-    def _write(self, at, verts, count, parent, key) -> None:
-        self.verts[at] = _pad(verts, self.verts.shape[1])
-        self.count[at], self.parent[at], self.key[at] = count, parent, key
-
-    def _grow(self, extra: int) -> None:
-        if self.n + extra <= len(self.verts):
-            return
-        cap = max(2 * len(self.verts), self.n + extra)
-        for name in ("verts", "count", "parent", "key"):
-            old = getattr(self, name)
-            buf = old.new_zeros((cap,) + old.shape[1:])
-            buf[: self.n] = old[: self.n]
-            setattr(self, name, buf)
-
-    def ordered(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Vertices, counts and parents of the cells in depth-first order."""
-        order = torch.arange(self.n, device=self.verts.device)
-        for w in reversed(range(self.words)):  # least significant word first, stable
-            order = order[torch.sort(self.key[order, w], stable=True).indices]
-        order = order[torch.sort(self.parent[order], stable=True).indices]
-        return self.verts[order], self.count[order], self.parent[order]
-
-
-def _pad(verts: torch.Tensor, width: int) -> torch.Tensor:
-    return torch.nn.functional.pad(verts, (0, 0, 0, width - verts.shape[1]))
-
-
-def _values(za: torch.Tensor, zb: torch.Tensor, verts: torch.Tensor) -> torch.Tensor:
-    """Affine functions ``za + zb @ (u, v)`` (one per cell) at the cells' vertices: ``[C, V]``."""
-    return za[:, None] + (verts[..., 0] * zb[:, None, 0] + verts[..., 1] * zb[:, None, 1])
-
-
-def _straddles(vals: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
-    """Which cells have vertices strictly on both sides of zero (``vals [C, V, ...]``)."""
-    valid = torch.arange(vals.shape[1], device=vals.device) < count[:, None]
-    if vals.dim() == 3:
-        valid = valid[..., None]
-    return (vals.masked_fill(~valid, np.inf).amin(dim=1) < 0) & (vals.masked_fill(~valid, -np.inf).amax(dim=1) > 0)
+    verts, count, parent = verts.clone(), count.clone(), torch.arange(n_par, device=dev)
+    key, n = torch.zeros(n_par, words, dtype=torch.long, device=dev), n_par
+    for s in range(steps):
+        cand = (n_cross[parent[:n]] > s).nonzero().squeeze(1)
+        p, v = parent[cand], verts[cand]
+        c = coef[s, p]
+        vals = c[:, :1] + (v * c[:, None, 1:]).sum(dim=2)  # x bu + y bv, then the value at the origin
+        lo, hi = torch.aminmax(vals, dim=1)
+        cut = ((lo < 0) & (hi > 0)).nonzero().squeeze(1)
+        if not len(cut):
+            continue
+        idx, p = cand[cut], p[cut]
+        parts, n_parts, n_min = _clip(v[cut], count[idx], vals[cut])
+        key_hi = key[idx] | bits[s, p]
+        add, m, dead = slice(None), len(idx), None  # which cut cells add their part above
+        if n_min < 3:  # a line through a corner: a part with fewer than 3 vertices is dropped
+            ok = n_parts >= 3
+            lo_ok = ok[:, 0]
+            parts[:, 0] = torch.where(lo_ok[:, None, None], parts[:, 0], parts[:, 1])  # else the part above
+            n_parts[:, 0] = torch.where(lo_ok, n_parts[:, 0], n_parts[:, 1])
+            key[idx] = torch.where(lo_ok[:, None], key[idx], key_hi)
+            add, dead = ok.all(dim=1).nonzero().squeeze(1), ~ok.any(dim=1)
+            m = len(add)
+        if parts.shape[2] > verts.shape[1]:
+            verts = torch.cat([verts, verts[:, :1].expand(-1, parts.shape[2] - verts.shape[1], -1)], dim=1)
+        verts[idx], count[idx] = parts[:, 0], n_parts[:, 0]
+        if n + m > len(verts):
+            cap = max(2 * len(verts), n + m)
+            verts, count, parent, key = (torch.cat([t, t.new_zeros((cap - len(t),) + t.shape[1:])])
+                                         for t in (verts, count, parent, key))
+        new = slice(n, n + m)
+        verts[new], count[new], parent[new], key[new] = parts[add, 1], n_parts[add, 1], p[add], key_hi[add]
+        n += m
+        if dead is not None and dead.any():  # both parts degenerate: the cell is gone (never seen; kept exact)
+            alive = torch.ones(n, dtype=torch.bool, device=dev)
+            alive[idx[dead]] = False
+            verts, count, parent, key = (t[:n][alive] for t in (verts, count, parent, key))
+            n = len(verts)
+    order = torch.arange(n, device=dev)
+    for w in reversed(range(words)):  # least significant word first, stable
+        order = order[torch.sort(key[order, w], stable=True).indices]
+    order = order[torch.sort(parent[order], stable=True).indices]
+    return verts[order], count[order], parent[order]
 
 
 def plane_regions(net: MLP, origin, e1, e2, half_side: float) -> list[list[Polygon]]:
@@ -344,10 +352,11 @@ def plane_regions(net: MLP, origin, e1, e2, half_side: float) -> list[list[Polyg
 
     Exact in float64 on the net's device, vectorised over cells: within a layer every neuron's
     pre-activation is one affine function of (u, v) on each cell of the layers before (its
-    ``parent``), so each neuron's line in turn cuts, in one clip, exactly the cells descended from
-    parents it crosses (found for all neurons at once from the parents' vertices; a part of a cell
-    lies in its parent). Cells come in the order of a depth-first walk (a cut cell is followed by
-    its part above the line); a part with fewer than 3 vertices (a line through a corner) is dropped.
+    ``parent``), so each neuron's line in turn cuts exactly the cells descended from parents it
+    crosses (found for all neurons at once from the parents' vertices; a part of a cell lies in its
+    parent), all parents' cells at once (``_partition``). Cells come in the order of a depth-first
+    walk (a cut cell is followed by its part above the line); a part with fewer than 3 vertices (a
+    line through a corner) is dropped.
     """
     dev = net.weights[0].device
     f64 = lambda t: torch.as_tensor(np.asarray(t.detach().cpu() if torch.is_tensor(t) else t),  # noqa: E731
@@ -364,29 +373,16 @@ def plane_regions(net: MLP, origin, e1, e2, half_side: float) -> list[list[Polyg
         w = f64(w)
         za = a @ w.T + (f64(c) if c is not None else 0.0)  # z = za + zb @ (u, v) on each parent cell
         zb = torch.einsum("ij,pjk->pik", w, bmat)
-        at_vertices = za[:, None, :] + verts @ zb.transpose(1, 2)  # [P, V, n]
-        crossed = [_straddles(at_vertices - theta, count) for theta in kinks]  # [P, n] per kink
-        cells = _Cells(verts, count, len(za[0]) * len(kinks))
-        for j in range(w.shape[0]):
-            for k, theta in enumerate(kinks):
-                if not crossed[k][:, j].any():
-                    continue
-                cand = crossed[k][cells.parent[: cells.n], j].nonzero().squeeze(1)
-                par = cells.parent[cand]
-                vals = _values(za[par, j] - theta, zb[par, j], cells.verts[cand])
-                cut = _straddles(vals, cells.count[cand])
-                idx = cand[cut]
-                if len(idx):
-                    cells.cut(idx, j * len(kinks) + k, *_clip(cells.verts[idx], cells.count[idx], vals[cut]))
-        verts, count, parent = cells.ordered()
-        centre = verts.sum(dim=1) / count[:, None]
+        verts, count, parent = _partition(verts, count, za, zb, kinks)
+        valid = torch.arange(verts.shape[1], device=dev) < count[:, None]
+        centre = torch.where(valid[..., None], verts, 0.0).sum(dim=1) / count[:, None]
         za, zb = za[parent], zb[parent]
         code = _codes(za + (zb @ centre[:, :, None]).squeeze(2), net.activation)
         a, bmat = _post(za, zb, code, net.activation)
         pattern = torch.cat([pattern[parent], code], dim=1)
-        valid = torch.arange(verts.shape[1], device=dev) < count[:, None]
-        edge = torch.isclose(verts.abs(), torch.tensor(s, dtype=torch.float64, device=dev)).any(dim=2)
-        bounded = ~(edge & valid).any(dim=1)
+        # torch.isclose's test (rtol 1e-5, atol 1e-8) written out (isclose is slower); the padding
+        # repeats a vertex, so it needs no mask.
+        bounded = ~((verts.abs() - s).abs() <= 1e-8 + 1e-5 * abs(s)).flatten(1).any(dim=1)
         v_np, n_np, p_np, b_np = verts.cpu().numpy(), count.tolist(), pattern.cpu().numpy(), bounded.tolist()
         out.append([Polygon(v_np[i, :n], p_np[i], b) for i, (n, b) in enumerate(zip(n_np, b_np))])
     return out
