@@ -117,25 +117,57 @@ def _linearized(model: nn.Module, in_shape: tuple[int, ...]):
     return net, {n: w.detach() for n, w in prunable(net).items()}, ones
 
 
+def _flat_views(like: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
+    """One flat buffer holding a tensor laid out as each of ``like``'s (same shape and strides, so
+    a net computes on them as on ``like``), those views, and the buffer position of each element
+    in ``flatten()`` order (the order of ``masks_from_scores`` and ``_split``)."""
+    first = next(iter(like.values()))
+    n = sum(t.numel() for t in like.values())
+    buf = torch.zeros(n, dtype=first.dtype, device=first.device)
+    index = torch.arange(n, device=first.device)
+    views, positions, start = {}, [], 0
+    for name, t in like.items():
+        stride = torch.empty_like(t).stride()  # t's layout, dense
+        views[name] = buf.as_strided(t.shape, stride, start)
+        positions.append(index.as_strided(t.shape, stride, start).flatten())
+        start += t.numel()
+    return buf, views, torch.cat(positions)
+
+
 def synflow_masks(model: nn.Module, in_shape: tuple[int, ...], density: float, rounds: int = 100) -> Masks:
-    """SynFlow's iterative, data-free pruning (module doc). ``model`` is left untouched."""
+    """SynFlow's iterative, data-free pruning (module doc). ``model`` is left untouched.
+
+    Each round scores only the weights kept so far: a pruned weight scores 0 and the schedule only
+    shrinks, so the top k of all scores are the top k of the kept ones (unless fewer than k kept
+    weights score above 0), and the search shrinks round by round with them. The masked weights
+    live in one flat buffer, in their own layout: a round zeroes the weights it prunes in place and
+    reads the kept weights' gradients by position, so no step but the forward and backward passes
+    touches all N weights (a round over a copy, a concatenation and a mask of all of them took
+    about a third of the time on ResNet32)."""
     net, weights, ones = _linearized(model, in_shape)
-    masks = {n: torch.ones_like(w, dtype=torch.bool) for n, w in weights.items()}
     n_weights = sum(w.numel() for w in weights.values())
+    masked, views, at = _flat_views(weights)  # at: buffer positions of the kept weights, in flat order
+    grad, grad_views, _ = _flat_views(weights)
+    with torch.no_grad():
+        for v, w in zip(views.values(), weights.values()):
+            v.copy_(w)
+    live = {n: v.detach().requires_grad_(True) for n, v in views.items()}  # share masked's memory
     alive = torch.arange(n_weights, device=ones.device)  # flat indices of the weights kept so far
+    kept = masked[at]  # |theta| of the kept weights, in alive's order
     for r in range(1, rounds + 1):
-        live = {n: (w * masks[n]).requires_grad_(True) for n, w in weights.items()}
         total = functional_call(net, live, (ones,)).sum()
-        grads = torch.autograd.grad(total, list(live.values()))
-        flat = torch.cat([(w * g).abs().flatten() for w, g in zip(live.values(), grads)])
-        # masks_from_scores over the kept weights alone: a pruned weight scores 0 and the schedule
-        # only shrinks, so the top k of all scores are the top k of the kept ones (unless fewer
-        # than k kept weights score above 0), and the search shrinks round by round with them.
-        alive = alive[torch.topk(flat[alive], round(density ** (r / rounds) * n_weights), sorted=False).indices]
-        keep = torch.zeros(n_weights, dtype=torch.bool, device=ones.device)
-        keep[alive] = True
-        masks = _split(keep, weights)
-    return masks
+        with torch.no_grad():
+            for v, g in zip(grad_views.values(), torch.autograd.grad(total, list(live.values()))):
+                v.copy_(g)
+            # The scores of masks_from_scores, |theta * g|, at the kept weights (masked is theta there).
+            top = torch.topk((kept * grad[at]).abs(), round(density ** (r / rounds) * n_weights), sorted=False).indices
+            pruned = torch.ones(len(at), dtype=torch.bool, device=at.device)
+            pruned[top] = False
+            masked[at[pruned]] = 0
+            alive, at, kept = alive[top], at[top], kept[top]
+    keep = torch.zeros(n_weights, dtype=torch.bool, device=ones.device)
+    keep[alive] = True
+    return _split(keep, weights)
 
 
 def synflow_scores_once(model: nn.Module, in_shape: tuple[int, ...]) -> dict[str, torch.Tensor]:
