@@ -30,6 +30,9 @@ rule prune:
     benchmark:
         benchmark_file("{paper}/{exp}/masks/{part}")
     threads: 1 if SCALE in ("quick", "smoke") else plan.MEASURE["threads"]
+    # Pruning and training first: they are the long poles (a quick build's RP-T5 trains for a
+    # minute; at the paper scale, GPU-hours), the measurements and figures fill in beside them.
+    priority: 2
     resources:
         mem_mb=plan.MEASURE["mem_mb"],
         runtime=plan.MEASURE["runtime"],
@@ -136,6 +139,7 @@ rule train_part:
     benchmark:
         benchmark_file("{paper}/{exp}/{part}")
     threads: train_threads
+    priority: 1  # after its masks, before the measurements (rule prune)
     resources:
         mem_mb=lambda w: train_resources(w)["mem_mb"],
         runtime=lambda w: train_resources(w)["runtime"],

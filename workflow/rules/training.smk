@@ -22,6 +22,7 @@ rule train:
     benchmark:
         benchmark_file("trained/{spec}/{arch}-run{run}")
     threads: plan.TRAIN["threads"]
+    priority: 1  # the long poles first (rule prune)
     resources:
         mem_mb=plan.TRAIN["mem_mb"],
         runtime=plan.TRAIN["runtime"],
