@@ -27,6 +27,17 @@ from __future__ import annotations
 from .catalogue import paper_of
 
 
+def id_key(exp: str) -> str:
+    """An id as a Python name, ``OP-F1`` -> ``OP_F1``: how a job of several ids names each one's
+    inputs, outputs and logs (rules measure_<paper> and figures_<paper>, and their scripts)."""
+    return exp.replace("-", "_")
+
+
+def target(exp: str) -> str:
+    """The short target rule of an id: ``TG-F3a`` -> ``tg_f3a``."""
+    return id_key(exp).lower()
+
+
 def scale_root(results: str, scale: str) -> str:
     """The results tree of one scale under the configured ``results:`` folder."""
     return f"{results}/{scale}"

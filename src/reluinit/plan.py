@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from . import catalogue
+from . import catalogue, paths
 from .config import settings
 
 # Resources of the rules whose jobs all ask the same (rule `measure`, rule `train`).
@@ -127,7 +127,7 @@ def random_nets(exp: str) -> bool:
 
 def figure_rule(exp: str) -> str:
     """The rule that draws one id's figure on its own: ``figure_op_f1`` for OP-F1."""
-    return f"figure_{exp.lower().replace('-', '_')}"
+    return f"figure_{paths.target(exp)}"
 
 
 def default_experiments(config: dict, scale: str) -> list[str]:

@@ -125,11 +125,6 @@ def _machine() -> str:
     return platform.processor() or platform.machine()
 
 
-def target(exp: str) -> str:
-    """The Snakemake target rule of an experiment: ``TG-F3a`` -> ``tg_f3a``."""
-    return exp.lower().replace("-", "_")
-
-
 PARTS_COLUMNS = ["experiment", "part", "job_seconds", "commit", "machine", "code", "settings"]
 
 
@@ -370,7 +365,7 @@ def reference_readme(card: pd.DataFrame, runs: pd.DataFrame) -> str:
         "  100 and 1000 (and EP's 0 and 1) are images of the subset's test split, not of the official test set.",
         "- **Commands**: `make reference DATA_DIR=<folder with MNIST>` runs them all: `snakemake <targets>",
         "  --cores 2 --keep-going --config scale=paper data_dir=<folder>` with the targets",
-        f"  `{' '.join(target(e) for e in EXPERIMENTS)}`",
+        f"  `{' '.join(paths.target(e) for e in EXPERIMENTS)}`",
         "  (this tree was built in stages of those, cheapest first), then",
         "  `python -m reluinit.experiments.precision --data-dir <folder> --out reference/paper/precision.csv`",
         "  (what float32 changes in TG's sweeps), `python -m reluinit.reference export` and",
@@ -430,7 +425,7 @@ def main() -> None:
     u.add_argument("--results", default="results/paper")
     a = top.parse_args()
     if a.what == "targets":
-        print(" ".join(target(e) for e in EXPERIMENTS))
+        print(" ".join(paths.target(e) for e in EXPERIMENTS))
         return
     if a.what == "restore":
         restored, left_out = restore(a.root, a.results)

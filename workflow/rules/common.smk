@@ -192,11 +192,6 @@ def figure_png(exp, caption="../report/figure.rst"):
     )
 
 
-def id_key(exp):
-    """An id as the name of a job's input, output or log (OP-F1 -> OP_F1)."""
-    return exp.replace("-", "_")
-
-
 def log_file(name):
     return paths.log(RESULTS, name)
 
@@ -277,7 +272,7 @@ if workflow.is_main_process and catalogue_id_targets(sys.argv[1:]):
     stop(
         f"{', '.join(_named)} {'is a catalogue id' if len(_named) == 1 else 'are catalogue ids'}, not {'a target' if len(_named) == 1 else 'targets'}: "
         f"build {'it' if len(_named) == 1 else 'them'} with `snakemake "
-        f"{' '.join(e.lower().replace('-', '_') for e in _named)}` (the id in lower case, - as _); "
+        f"{' '.join(paths.target(e) for e in _named)}` (the id in lower case, - as _); "
         "`snakemake --list-target-rules` lists every target."
     )
 

@@ -87,9 +87,9 @@ for _name, _exps in MEASURE_GROUPS.items():
         name:
             _name
         input:
-            unpack(lambda w, exps=_exps: {id_key(e): measure_inputs(SimpleNamespace(exp=e, part=plan.ALL_PARTS)) for e in exps}),
+            unpack(lambda w, exps=_exps: {paths.id_key(e): measure_inputs(SimpleNamespace(exp=e, part=plan.ALL_PARTS)) for e in exps}),
         output:
-            **{id_key(e): paths.part(RESULTS, e, plan.ALL_PARTS) for e in _exps},
+            **{paths.id_key(e): paths.part(RESULTS, e, plan.ALL_PARTS) for e in _exps},
         params:
             exps=_exps,
             settings={e: exp_settings(e) for e in _exps},
@@ -99,7 +99,7 @@ for _name, _exps in MEASURE_GROUPS.items():
         message:
             "{params.exps} at the {params.scale} scale, one after another (each one's log names its settings)"
         log:
-            **{id_key(e): log_file(f"{_paper}/{e}/{plan.ALL_PARTS}") for e in _exps},
+            **{paths.id_key(e): log_file(f"{_paper}/{e}/{plan.ALL_PARTS}") for e in _exps},
         benchmark:
             benchmark_file(f"{_paper}/measure")
         threads: 1 if SCALE in ("quick", "smoke") else plan.MEASURE["threads"]
@@ -218,9 +218,9 @@ for _name, _exps in FIGURE_JOBS.items():
         name:
             _name
         input:
-            unpack(lambda w, exps=_exps: {id_key(e): table_parts(e) for e in exps}),
+            unpack(lambda w, exps=_exps: {paths.id_key(e): table_parts(e) for e in exps}),
         output:
-            **{f"{kind}_{id_key(e)}": path for e in _exps for kind, path in [
+            **{f"{kind}_{paths.id_key(e)}": path for e in _exps for kind, path in [
                 ("table", paths.table(RESULTS, e)), ("pdf", figure_files(e)[0]), ("png", figure_png(e, "../report/figures.rst")),
                 ("built", paths.built(RESULTS, e))]},
         params:
@@ -230,14 +230,14 @@ for _name, _exps in FIGURE_JOBS.items():
             settings={e: exp_settings(SOURCES.get(e, e)) for e in _exps},
             scale=SCALE,
             code=lambda w, exps=tuple(_exps): figures_code(exps),  # every figure's plotting code
-            built=lambda w, output, exps=_exps: {e: reports.built_with(output[f"built_{id_key(e)}"]) for e in exps},
+            built=lambda w, output, exps=_exps: {e: reports.built_with(output[f"built_{paths.id_key(e)}"]) for e in exps},
             made_by=lambda w, exps=tuple(_exps): "; ".join(
                 f"{e}: rows computed by {catalogue.code_names(SOURCES.get(e, e))['measure']}, "
                 f"plotted by {catalogue.code_names(e)['figure']}" for e in exps),
         message:
             "{params.exps}: tables {params.tables} from their parts, and their figures; {params.made_by}"
         log:
-            **{id_key(e): log_file(f"figures/{e}") for e in _exps},
+            **{paths.id_key(e): log_file(f"figures/{e}") for e in _exps},
         benchmark:
             benchmark_file(f"figures/{_paper}")
         conda:
@@ -252,7 +252,7 @@ for _exp in EXPERIMENTS:
     rule:
         f"""{_exp}: its table and figure (see CATALOGUE.md)."""
         name:
-            _exp.lower().replace("-", "_")
+            paths.target(_exp)
         input:
             figure_files(_exp),
         localrule: True

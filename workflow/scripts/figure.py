@@ -8,15 +8,15 @@ import json
 
 import pandas as pd
 
-from reluinit import catalogue, jobs, plotting
+from reluinit import catalogue, jobs, paths, plotting
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 
 
 if "exps" in sm.params.keys():  # a paper's figures: inputs, outputs and logs named by id (OP_F1)
-    todo = [(e, jobs.files(sm.input[e.replace("-", "_")]), sm.params.settings[e],
-             {kind: sm.output[f"{kind}_{e.replace('-', '_')}"] for kind in ("table", "pdf", "png", "built")},
-             sm.log[e.replace("-", "_")]) for e in sm.params.exps]
+    todo = [(e, jobs.files(sm.input[paths.id_key(e)]), sm.params.settings[e],
+             {kind: sm.output[f"{kind}_{paths.id_key(e)}"] for kind in ("table", "pdf", "png", "built")},
+             sm.log[paths.id_key(e)]) for e in sm.params.exps]
 else:
     todo = [(sm.params.exp, list(sm.input), sm.params.settings, sm.output, sm.log[0])]
 

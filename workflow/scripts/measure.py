@@ -32,7 +32,7 @@ def measure(exp_id, job, s, inputs, output, masks_files, log_path):
 
 if "exps" in sm.params.keys():  # a paper's experiments of random nets: files named by id (OP_F1)
     for exp_id in sm.params.exps:
-        key = exp_id.replace("-", "_")
+        key = paths.id_key(exp_id)
         measure(exp_id, plan.ALL_PARTS, sm.params.settings[exp_id], jobs.files(sm.input.get(key, [])), sm.output[key], [],
                 sm.log[key])
 else:
