@@ -29,6 +29,7 @@ rule all:
 
 onstart:
     check_slurm()
+    provenance.save_memo()  # the DAG is built: what planning it computed, for the jobs' own processes
 
 
 onerror:

@@ -1,3 +1,4 @@
+import os
 import shutil
 import subprocess
 import sys
@@ -24,6 +25,15 @@ def copy_workflow(dest: Path) -> Path:
         else:
             shutil.copy(src, dest / name)
     return dest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_memo(tmp_path_factory):
+    """One memo of what planning computes (provenance.memo: a job's parts, code fingerprints) for
+    every workflow copy of this run, as the copies of one source tree give the same answers (a
+    copy whose code a test edits gets its own): a Snakemake process then plans without importing
+    torch and seaborn, about 2.5 s each of the suite's hundred or so."""
+    os.environ["RELUINIT_MEMO"] = str(tmp_path_factory.mktemp("memo"))
 
 
 @pytest.fixture

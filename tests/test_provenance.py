@@ -90,3 +90,46 @@ def test_changes_name_every_dotted_key_that_differs():
     assert provenance.changes(new, new) == []
     assert provenance.settings_fingerprint({"a": (1, 2), "resources": {"gpu": 1}}, seed=3) == \
         {"a": [1, 2], "run": {"seed": 3}}
+
+
+def test_memo_computes_once_per_version_of_the_source(tmp_path, monkeypatch):
+    """What the workflow's planning computes from the code is read back, as plain data, by the next
+    process of the same source, under its key; another key or another source computes it again."""
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"parts": ("a", "b")}
+
+    def fresh_process(digest="now"):
+        monkeypatch.setattr(provenance, "_memo", {})
+        monkeypatch.setattr(provenance, "source_digest", lambda: digest)
+
+    fresh_process()
+    assert provenance.memo("parts", ["X-F1", {"n": 1}], compute) == {"parts": ["a", "b"]}  # plain, as if read
+    monkeypatch.setattr(provenance, "MEMO_DIR", tmp_path)
+    fresh_process()
+    assert provenance.memo("parts", ["X-F1", {"n": 1}], compute) == {"parts": ["a", "b"]}
+    assert provenance.memo("parts", ["X-F1", {"n": 1}], compute) == {"parts": ["a", "b"]} and len(calls) == 2
+    provenance.save_memo()
+    fresh_process()  # the next process reads it
+    assert provenance.memo("parts", ["X-F1", {"n": 1}], compute) == {"parts": ["a", "b"]} and len(calls) == 2
+    assert provenance.memo("parts", ["X-F1", {"n": 2}], compute) and len(calls) == 3  # another setting
+    fresh_process("edited")  # another version of the source
+    assert provenance.memo("parts", ["X-F1", {"n": 1}], compute) and len(calls) == 4
+    provenance.save_memo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["memo-edited.json", "memo-now.json"]
+
+
+def test_source_digest_covers_every_source_file_of_the_package(tmp_path):
+    """A copy of the package whose one file differs by a comment has another digest."""
+    import shutil
+
+    root = tmp_path / "copy"
+    shutil.copytree(reluinit.__path__[0], root / "reluinit", ignore=shutil.ignore_patterns("__pycache__"))
+    digest = "import sys; sys.path.insert(0, sys.argv[1]); from reluinit import provenance; print(provenance.source_digest())"
+    same = subprocess.run([sys.executable, "-c", digest, str(root)], capture_output=True, text=True, check=True).stdout
+    with (root / "reluinit" / "figures" / "op.py").open("a") as f:
+        f.write("# edited\n")
+    edited = subprocess.run([sys.executable, "-c", digest, str(root)], capture_output=True, text=True, check=True).stdout
+    assert same.strip() == provenance.source_digest() and edited.strip() != same.strip()

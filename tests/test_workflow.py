@@ -52,6 +52,27 @@ def test_parsing_the_workflow_imports_no_torch_and_no_plotting():
     assert not {"torch", "seaborn", "matplotlib", "scipy"} & imported
 
 
+def test_a_second_plan_imports_neither_torch_nor_the_plotting_stack(workdir, tmp_path, monkeypatch):
+    """Planning computes the jobs' parts and code fingerprints by importing their code (torch,
+    seaborn); provenance.memo keeps them per version of the source, so the next Snakemake process
+    (each SLURM job's, the next command's) plans the same jobs without those imports."""
+    monkeypatch.setenv("RELUINIT_MEMO", str(tmp_path / "memo"))
+
+    def plan_all():
+        run = subprocess.run([*SNAKEMAKE[:1], "-X", "importtime", *SNAKEMAKE[1:], "all", "-n", "--config", "scale=quick"],
+                             cwd=workdir, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr[-2000:]
+        imported = {line.rsplit("|", 1)[1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
+        return imported, _jobs(run.stdout), sorted({re.sub(r"^Job \d+: ", "", line.strip()) for line in run.stdout.splitlines()
+                                                 if "results/" in line and "reason:" not in line.lower()})  # (its sets' order varies)
+
+    first, jobs, outputs = plan_all()
+    assert {"torch", "seaborn"} <= first  # computed: the code was imported
+    again, jobs_again, outputs_again = plan_all()
+    assert not {"torch", "seaborn", "matplotlib", "scipy"} & again
+    assert (jobs_again, outputs_again) == (jobs, outputs) and len(outputs) > 100
+
+
 def test_paper_scale_dry_run_lists_the_catalogue_jobs(workdir):
     run = snakemake("all", "-n", "--cores", "2", cwd=workdir)
     assert run.returncode == 0, run.stderr

@@ -14,12 +14,13 @@ catalogue, ``config.yaml``, its schema and the shared experiment list name the s
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+from . import provenance
 
 PAPERS = {
     "TG": "Trajectory growth lower bounds for random sparse deep ReLU networks",
@@ -103,6 +104,22 @@ def get(exp_id: str) -> Experiment:
     return Experiment(exp_id, parts, measure, trains=e.trains, source=e.source, **extra)
 
 
+def parts(exp_id: str, settings: dict) -> dict[str, dict]:
+    """``get(exp_id).parts(settings)`` as plain data, remembered where the workflow plans
+    (``provenance.memo``): a Snakemake process then finds an experiment's jobs without importing its
+    code (torch)."""
+    return provenance.memo("parts", [exp_id, settings], lambda: get(exp_id).parts(settings))
+
+
+def trained(exp_id: str, settings: dict, key: str) -> list[tuple[str, str, int]]:
+    """``get(exp_id).trained(settings, key)``, the trained nets a job reads, remembered like ``parts``
+    (and ``[]`` without an import for the ids that read none)."""
+    if not entry(exp_id).trained:
+        return []
+    found = provenance.memo("trained", [exp_id, settings, key], lambda: get(exp_id).trained(settings, key))
+    return [tuple(t) for t in found]
+
+
 def figures_of(exp_id: str) -> tuple[Callable, Callable]:
     """``(figure, summary)`` of ``exp_id`` alone: a figure job imports no torch when its experiment's
     module has them in ``reluinit.figures`` (every id shipped does)."""
@@ -114,8 +131,9 @@ def figures_of(exp_id: str) -> tuple[Callable, Callable]:
 def _figure_module(module: str) -> str:
     """``reluinit.figures.<module>`` if there is one, else the experiment's own module (which may keep
     its figure code, at the cost of torch's import in its figure job)."""
-    name = f"{__package__}.figures.{module}"
-    return name if importlib.util.find_spec(name) else f"{__package__}.experiments.{module}"
+    # (the file, not importlib's find_spec, which imports reluinit.figures and with it the plotting stack)
+    here = (Path(__file__).parent / "figures" / f"{module}.py").exists()
+    return f"{__package__}.figures.{module}" if here else f"{__package__}.experiments.{module}"
 
 
 def code_names(exp_id: str) -> dict[str, str]:

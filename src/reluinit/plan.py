@@ -45,7 +45,7 @@ def train_resources(config: dict, exp: str, part: str, scale: str | None = None)
     declare the paper's resources (what their peak memory is checked against)."""
     scale = scale or config["scale"]
     s = settings(config, exp, scale)
-    return _resources(s, catalogue.get(exp).parts(s)[part]["runs"].values(), scale)
+    return _resources(s, catalogue.parts(exp, s)[part]["runs"].values(), scale)
 
 
 def _resources(s: dict, runs, scale: str) -> dict:
@@ -74,11 +74,10 @@ def measure_jobs(config: dict, exp: str, scale: str | None = None) -> dict[str, 
     its parts are known, while the workflow is read). Training experiments always have a job per
     part (each a GPU job of its own, resumable)."""
     scale = scale or config["scale"]
-    e = catalogue.get(exp)
-    keys = list(e.parts(settings(config, exp, scale)))
+    keys = list(catalogue.parts(exp, settings(config, exp, scale)))
     mode = (config.get("measure_jobs") or {}).get(scale, "parts")
     grouped = mode == "paper" and random_nets(exp)  # a measure_<paper> job's file: always all-parts
-    if (grouped or mode in ("one", "paper") and len(keys) > 1) and not e.trains:
+    if (grouped or mode in ("one", "paper") and len(keys) > 1) and not catalogue.entry(exp).trains:
         if ALL_PARTS in keys:
             raise ValueError(f"{exp} has a part named {ALL_PARTS!r}, the name of the job that runs all of them")
         return {ALL_PARTS: keys}

@@ -1,5 +1,6 @@
 # Shared helpers: config validation, the library on the path, settings and paths by id.
 import functools
+import os
 import shutil
 import subprocess
 import time
@@ -24,6 +25,10 @@ workflow_env.export(_SRC)
 
 from reluinit import catalogue, claims, paths, plan, provenance, reports  # noqa: E402
 from reluinit.config import explain, settings, training_settings  # noqa: E402
+
+# What planning computes from the library's code (a job's parts, code fingerprints), kept per
+# version of its source for the next Snakemake process here: each SLURM job's, the next build's.
+provenance.MEMO_DIR = Path(os.environ.get("RELUINIT_MEMO") or ".snakemake/reluinit").absolute()
 
 try:
     validate(config, "../schemas/config.schema.yaml")
@@ -65,7 +70,7 @@ def measure_inputs(w):
     prunes), checkpoints of the trained nets they measure, and the fetch record of the dataset it
     draws inputs from (none at the quick scale)."""
     s = exp_settings(w.exp)
-    trained = [paths.trained(RESULTS, *t) for key in job_parts(w) for t in catalogue.get(w.exp).trained(s, key)]
+    trained = [paths.trained(RESULTS, *t) for key in job_parts(w) for t in catalogue.trained(w.exp, s, key)]
     return list(dict.fromkeys(masks_file(w) + trained + dataset_inputs(w)))
 
 
@@ -93,27 +98,34 @@ def dataset_inputs(w):
 def masks_file(w):
     """The masks of the job's parts (written by their `prune` jobs) where the experiment prunes:
     ``[]``, or one path per part in the job's order."""
-    return [paths.masks(RESULTS, w.exp, key) for key in job_parts(w)] if catalogue.get(w.exp).masks else []
+    return [paths.masks(RESULTS, w.exp, key) for key in job_parts(w)] if catalogue.entry(w.exp).masks else []
 
 
 # --- code fingerprints: a job reruns when the library code it runs changes ---------------------
 # (training jobs have none on purpose: they rerun on their settings; see the README)
 
 
+def fingerprint(*label, of):
+    """The code fingerprint of the objects ``of()`` returns, computed once per version of the
+    library's source (provenance.memo): following the code means importing it, torch and seaborn
+    included, which the next Snakemake process to plan these jobs then skips."""
+    return provenance.memo("code", list(label), lambda: provenance.code_fingerprint(*of()))
+
+
 @functools.cache
 def measure_code(exp):
-    return provenance.code_fingerprint(catalogue.get(exp).measure)
+    return fingerprint("measure", exp, of=lambda: [catalogue.get(exp).measure])
 
 
 @functools.cache
 def measures_code(exps):
     """The measuring code of a job of several experiments (a paper's random nets)."""
-    return provenance.code_fingerprint(*[catalogue.get(e).measure for e in exps])
+    return fingerprint("measure", *exps, of=lambda: [catalogue.get(e).measure for e in exps])
 
 
 @functools.cache
 def masks_code(exp):
-    return provenance.code_fingerprint(catalogue.get(exp).masks)
+    return fingerprint("masks", exp, of=lambda: [catalogue.get(exp).masks])
 
 
 @functools.cache
@@ -124,19 +136,23 @@ def figure_code(exp):
 @functools.cache
 def figures_code(exps):
     """The plotting code of a job drawing ``exps`` (one id's figure and summary, or a paper's)."""
-    from reluinit import plotting
 
-    return provenance.code_fingerprint(*[f for e in exps for f in catalogue.figures_of(e)], plotting.save)
+    def code():
+        from reluinit import plotting
+
+        return [f for e in exps for f in catalogue.figures_of(e)] + [plotting.save]
+
+    return fingerprint("figures", *exps, of=code)
 
 
 @functools.cache  # two rules (claims, scorecard) ask
 def claims_code():
-    return provenance.code_fingerprint(claims.load, claims.scorecard, claims.write_html, claims.summary)
+    return fingerprint("claims", of=lambda: [claims.load, claims.scorecard, claims.write_html, claims.summary])
 
 
 @functools.cache
 def notebook_code():
-    return provenance.code_fingerprint(*[f for f in vars(reports).values() if callable(f)])
+    return fingerprint("notebook", of=lambda: [f for f in vars(reports).values() if callable(f)])
 
 
 def table_parts(exp):
@@ -208,9 +224,12 @@ TORCHVISION_DATASETS = ["mnist", "cifar10", "cifar100"]
 def dataset_input(name):
     """Rule input for a dataset: its fetch record, or nothing when what is loaded at this scale
     ships with an installed package (the quick stand-ins, reluinit.datasets.QUICK_STAND_INS)."""
-    from reluinit.datasets import BUNDLED, resolve
+    def bundled():
+        from reluinit.datasets import BUNDLED, resolve  # imports torch: asked once per version (provenance.memo)
 
-    if resolve(name, SCALE) in BUNDLED:
+        return resolve(name, SCALE) in BUNDLED
+
+    if provenance.memo("bundled", [name, SCALE], bundled):
         return []
     return [f"{DATA}/fetched/{name}.json"]
 
