@@ -212,19 +212,24 @@ def source_digest() -> str:
 
 
 def memo(name: str, key, compute: Callable):
-    """``compute()`` as plain data (``plain``), remembered under ``(name, key)`` for this version of
+    """``compute()`` as plain data (as JSON gives it back, dicts in their order), remembered under ``(name, key)`` for this version of
     the package's source (``source_digest``) in ``MEMO_DIR``. Only for what is a function of the
     code and of ``key`` alone (the key holds every setting it reads). The value is the same plain
     data whether it was computed now or read, so a first run and a later one plan alike."""
     if MEMO_DIR is None:
-        return plain(compute())
+        return _json(compute())
     if _memo.get("dir") != MEMO_DIR:
         file = Path(MEMO_DIR) / f"memo-{source_digest()}.json"
         _memo.update(dir=MEMO_DIR, file=file, known=_read(file), new={})
-    k = json.dumps([name, plain(key)], sort_keys=True)
+    k = json.dumps([name, key], default=str)
     if k not in _memo["known"]:
-        _memo["known"][k] = _memo["new"][k] = plain(compute())
+        _memo["known"][k] = _memo["new"][k] = _json(compute())
     return _memo["known"][k]
+
+
+def _json(value):
+    """``value`` as JSON gives it back, its dicts in their own order (a job's parts run in order)."""
+    return json.loads(json.dumps(value, default=str))
 
 
 def _read(file: Path) -> dict:
@@ -247,7 +252,7 @@ def save_memo() -> None:
         file.parent.mkdir(parents=True, exist_ok=True)
         merged = {**_read(file), **_memo["new"]}
         tmp = file.with_name(f".{file.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(merged, sort_keys=True))
+        tmp.write_text(json.dumps(merged))  # not sorted: the parts' order is theirs
         os.replace(tmp, file)
         _memo["new"] = {}
         old = sorted(file.parent.glob("memo-*.json"), key=lambda p: p.stat().st_mtime)[:-MEMO_FILES_KEPT]
