@@ -5,6 +5,7 @@ without the packages every test here is skipped with the reason. No accounting r
 plugin queries squeue (the cluster keeps finished jobs visible with a high MinJobAge).
 """
 
+import functools
 import re
 import subprocess
 import time
@@ -69,13 +70,29 @@ def _tables(workdir):
     return {p.name: pd.read_csv(p) for p in sorted((workdir / "results" / "quick" / "OP").glob("*.csv"))}
 
 
+def _start(cmd, cwd):
+    """A local Snakemake run started in the background, its output in ``run.log`` beside it;
+    ``_finish`` waits for it. It runs while a test waits on the cluster, whose jobs take one core."""
+    with (cwd / "run.log").open("w") as log:
+        return subprocess.Popen(SNAKEMAKE + cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, text=True)
+
+
+def _finish(proc, cwd):
+    proc.wait(timeout=900)
+    assert proc.returncode == 0, (cwd / "run.log").read_text()[-3000:]
+    return cwd
+
+
 @pytest.fixture(scope="module")
 def local_run(tmp_path_factory):
-    """The subset's targets run on this machine: what every SLURM run here must equal."""
+    """The subset's targets run on this machine: what every SLURM run here must equal. Started in
+    the background; ``local_run()`` waits for it and gives its folder."""
     local = copy_workflow(tmp_path_factory.mktemp("slurm") / "local")
-    run = snakemake(*TARGETS, "--cores", "2", *THREADS, *_subset(local), cwd=local)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return local
+    proc = _start([*TARGETS, "--cores", "2", *THREADS, *_subset(local)], local)
+    yield functools.cache(lambda: _finish(proc, local))
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
 
 
 def test_workflow_runs_through_slurm_and_matches_a_local_run(cluster, local_run, tmp_path):
@@ -101,7 +118,7 @@ def test_workflow_runs_through_slurm_and_matches_a_local_run(cluster, local_run,
     print(f"\nSLURM run: {len(submitted)} SLURM jobs, {wall:.0f} s wall time")
 
     # Same numbers as a local run of the same targets.
-    local = _tables(local_run)
+    local = _tables(local_run())
     remote_tables = _tables(wf)
     assert set(remote_tables) == set(local) == {"OP-F1.csv", "OP-F2.csv", "OP-F3.csv"}
     for name in local:
@@ -134,7 +151,7 @@ def test_a_cancelled_job_is_resubmitted_and_finishes(cluster, local_run, tmp_pat
     assert cancelled in jobids and len(jobids) == 2, jobids
     assert _job_state(cancelled)[0] == "CANCELLED"
 
-    pd.testing.assert_frame_equal(pd.read_csv(wf / target), pd.read_csv(local_run / target), check_exact=True)
+    pd.testing.assert_frame_equal(pd.read_csv(wf / target), pd.read_csv(local_run() / target), check_exact=True)
 
 
 # A training job long enough to be cancelled mid-run: RP-F3's quick runs (two tiny FFNNs) for
@@ -149,10 +166,23 @@ def _training_config(workdir):
     return ["--configfile", "training.yaml", "--config", "scale=quick"]
 
 
-def test_a_cancelled_training_job_resumes_from_its_checkpoint(cluster, tmp_path):
+@pytest.fixture
+def background():
+    """``start(cmd, cwd)``: ``_start`` for one test; a run still going when the test ends is stopped."""
+    procs = []
+    yield lambda cmd, cwd: procs.append(_start(cmd, cwd)) or procs[-1]
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_cancelled_training_job_resumes_from_its_checkpoint(cluster, background, tmp_path):
     """scancel a running training job once its first run has checkpointed a few epochs: the
     profile's retry resubmits it, the new job resumes from the checkpoint instead of starting
     over, and the table equals an uninterrupted local run's (all but the wall-clock column)."""
+    reference = copy_workflow(tmp_path / "reference")  # an uninterrupted local run, meanwhile
+    uninterrupted = background([TRAINING_TARGET, "--cores", "2", *_training_config(reference)], reference)
     wf = copy_workflow(tmp_path / "slurm")
     cmd = SNAKEMAKE + [TRAINING_TARGET, *SLURM, *_training_config(wf)]
     proc = subprocess.Popen(cmd, cwd=wf, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -178,8 +208,6 @@ def test_a_cancelled_training_job_resumes_from_its_checkpoint(cluster, tmp_path)
     resumed = re.search(r"resumed from \S+ at epoch (\d+)", log)  # the retry did not start over
     assert resumed and 3 <= int(resumed.group(1)) < 47 and epoch_at_cancel < 47
 
-    reference = copy_workflow(tmp_path / "reference")
-    run = snakemake(TRAINING_TARGET, "--cores", "2", *_training_config(reference), cwd=reference)
-    assert run.returncode == 0, run.stderr[-2000:]
+    _finish(uninterrupted, reference)
     got, want = (pd.read_csv(d / TRAINING_TARGET).drop(columns=["seconds", "train_seconds"]) for d in (wf, reference))
     pd.testing.assert_frame_equal(got, want, check_exact=True)

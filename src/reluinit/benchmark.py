@@ -2,7 +2,7 @@
 
     python -m reluinit.benchmark trajectories [--width 784] [--depth 20] [--points 10001]
                                               [--chunk 2047] [--dtype float32] [--device auto]
-    python -m reluinit.benchmark pruning [--batch 256] [--rounds 100] [--device auto] [--against DIR]
+    python -m reluinit.benchmark pruning [--batch 256] [--rounds 100] [--device auto] [--against DIR] [--floor]
     python -m reluinit.benchmark training [--steps 20] [--batch 128] [--workers 4] [--epoch] [--device auto]
     python -m reluinit.benchmark regions [--widths 16 32 64] [--depth 3] [--lines 100] [--device auto]
 
@@ -13,7 +13,8 @@ time spent multiplying. Prints both rates in GFLOP/s and the ratio.
 
 ``pruning``: seconds to score ResNet32 with doubled filters (about 1.86M prunable weights) with
 SNIP and GraSP on a batch of CIFAR-shaped images and with SynFlow (its rounds, float64); with
-``--against <Synaptic-Flow checkout>`` its pruners on the same net and batch, side by side.
+``--against <Synaptic-Flow checkout>`` its pruners on the same net and batch, side by side; with
+``--floor`` the forward and backward passes alone, which any implementation of the same scores runs.
 
 ``training``: images per second and seconds per CIFAR-10 epoch (50,000 images) of ResNet32 with
 doubled filters, SGD, random crop and flip, on CIFAR-shaped random images: the engine
@@ -77,13 +78,56 @@ def pruning(a) -> None:
     ours = [("SNIP", lambda: snip_scores(model, x, y)), ("GraSP", lambda: grasp_scores(model, x, y)),
             (f"SynFlow ({a.rounds} rounds, float64)", lambda: synflow_masks(model, (3, 32, 32), 0.01, a.rounds))]
     theirs = _synaptic_flow(a, device, x, y) if a.against else [None] * 3
-    for (name, fn), other in zip(ours, theirs):
+    floors = _passes(model, x, y, a.rounds) if a.floor else [None] * 3
+    for (name, fn), other, floor in zip(ours, theirs, floors):
         ours_s = _seconds(fn)
         line = f"{name:32s} {ours_s:7.2f} s"
         if other is not None:
             t = _seconds(other)
             line += f"   Synaptic-Flow {t:7.2f} s   ({t / ours_s:.2f}x as long)"
+        if floor is not None:
+            line += f"   the passes alone {_seconds(floor):7.2f} s"
         print(line)
+
+
+def _passes(model, x, y, rounds):
+    """The passes alone that any implementation of each score runs, on the same net and batch, with
+    nothing around them: SNIP's forward and backward to the weights; GraSP's forward, backward
+    keeping its graph and backward through that (Hg); SynFlow's ``rounds`` float64 forward and
+    backward passes of the |theta| net on the all-ones input. ``--floor`` prints them: how far
+    below an implementation's time any other of the same scores can go."""
+    import copy
+
+    from torch import nn
+    from torch.func import functional_call
+
+    from .pruning import prunable
+
+    weights = [m.weight for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    loss = nn.CrossEntropyLoss()
+
+    def snip():
+        torch.autograd.grad(loss(model(x), y), weights)
+
+    def grasp():  # in NCHW, as grasp_scores runs (batch norm's double backward is slower channels-last)
+        w = {n: t.detach().contiguous().requires_grad_(True) for n, t in prunable(model).items()}
+        out = functional_call(model, w, (x.contiguous(),))
+        g = torch.autograd.grad(loss(out / 200, y), list(w.values()), create_graph=True)
+        torch.autograd.grad(sum((a * a.detach()).sum() for a in g), list(w.values()))
+
+    net = copy.deepcopy(model).double().eval()
+    with torch.no_grad():
+        for t in net.state_dict().values():
+            if t.is_floating_point():
+                t.abs_()
+    ones = torch.ones(1, *x.shape[1:], dtype=torch.float64, device=x.device)
+    lin = [m.weight for m in net.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+
+    def synflow():
+        for _ in range(rounds):
+            torch.autograd.grad(net(ones).sum(), lin)
+
+    return [snip, grasp, synflow]
 
 
 def _seconds(fn) -> float:
@@ -306,6 +350,7 @@ def main() -> None:
     q.add_argument("--rounds", type=int, default=100)
     q.add_argument("--device", default="auto")
     q.add_argument("--against", metavar="DIR", help="a Synaptic-Flow checkout: time its pruners beside ours")
+    q.add_argument("--floor", action="store_true", help="also time the passes alone (their forward and backward passes)")
     t = sub.add_parser("training")
     t.add_argument("--steps", type=int, default=20, help="timed optimizer steps (without --epoch)")
     t.add_argument("--batch", type=int, default=128)
