@@ -167,12 +167,6 @@ def train_resources(w):
     return _train_resources(w.exp, w.part)
 
 
-def train_priority(w):
-    """A training job's declared runtime in minutes: the longest jobs start first, so that a build's
-    long poles run from the start and the short jobs fill in beside them."""
-    return max(1, round(plan.hours(train_resources(w)["runtime"]) * 60))
-
-
 @functools.cache  # asked once per resource and job: the runs are listed once per job
 def _train_resources(exp, part):
     return plan.train_resources(config, exp, part, SCALE)
