@@ -83,6 +83,13 @@ def _finish(proc, cwd):
     return cwd
 
 
+def _stop(proc):
+    """A background run still going when its test (or module) ends is not left behind."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
 @pytest.fixture(scope="module")
 def local_run(tmp_path_factory):
     """The subset's targets run on this machine: what every SLURM run here must equal. Started in
@@ -90,9 +97,7 @@ def local_run(tmp_path_factory):
     local = copy_workflow(tmp_path_factory.mktemp("slurm") / "local")
     proc = _start([*TARGETS, "--cores", "2", *THREADS, *_subset(local)], local)
     yield functools.cache(lambda: _finish(proc, local))
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
+    _stop(proc)
 
 
 def test_workflow_runs_through_slurm_and_matches_a_local_run(cluster, local_run, tmp_path):
@@ -172,9 +177,7 @@ def background():
     procs = []
     yield lambda cmd, cwd: procs.append(_start(cmd, cwd)) or procs[-1]
     for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _stop(proc)
 
 
 def test_a_cancelled_training_job_resumes_from_its_checkpoint(cluster, background, tmp_path):

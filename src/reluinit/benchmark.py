@@ -96,14 +96,12 @@ def _passes(model, x, y, rounds):
     keeping its graph and backward through that (Hg); SynFlow's ``rounds`` float64 forward and
     backward passes of the |theta| net on the all-ones input. ``--floor`` prints them: how far
     below an implementation's time any other of the same scores can go."""
-    import copy
-
     from torch import nn
     from torch.func import functional_call
 
-    from .pruning import prunable
+    from .pruning import _linearized, prunable
 
-    weights = [m.weight for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    weights = list(prunable(model).values())
     loss = nn.CrossEntropyLoss()
 
     def snip():
@@ -115,13 +113,8 @@ def _passes(model, x, y, rounds):
         g = torch.autograd.grad(loss(out / 200, y), list(w.values()), create_graph=True)
         torch.autograd.grad(sum((a * a.detach()).sum() for a in g), list(w.values()))
 
-    net = copy.deepcopy(model).double().eval()
-    with torch.no_grad():
-        for t in net.state_dict().values():
-            if t.is_floating_point():
-                t.abs_()
-    ones = torch.ones(1, *x.shape[1:], dtype=torch.float64, device=x.device)
-    lin = [m.weight for m in net.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    net, _, ones = _linearized(model, tuple(x.shape[1:]))  # SynFlow's own float64 |theta| copy and input
+    lin = list(prunable(net).values())
 
     def synflow():
         for _ in range(rounds):

@@ -212,10 +212,11 @@ def source_digest() -> str:
 
 
 def memo(name: str, key, compute: Callable):
-    """``compute()`` as plain data (as JSON gives it back, dicts in their order), remembered under ``(name, key)`` for this version of
-    the package's source (``source_digest``) in ``MEMO_DIR``. Only for what is a function of the
-    code and of ``key`` alone (the key holds every setting it reads). The value is the same plain
-    data whether it was computed now or read, so a first run and a later one plan alike."""
+    """``compute()`` as plain data (as JSON gives it back, dicts in their order), remembered under
+    ``(name, key)`` for this version of the package's source (``source_digest``) in ``MEMO_DIR``.
+    Only for what is a function of the code and of ``key`` alone (the key holds every setting it
+    reads). The value is the same plain data whether it was computed now or read, so a first run
+    and a later one plan alike."""
     if MEMO_DIR is None:
         return _json(compute())
     if _memo.get("dir") != MEMO_DIR:
