@@ -113,6 +113,13 @@ def test_the_plan_lists_every_paper_job_with_its_resources(capsys):
     assert counts["train_part"] == n_train == 805
     t3 = table.set_index("job").loc["RP-T3/resnet104-snip-sparsity0.9-rep0"]
     assert (t3["gpu"], t3["cpus"], t3["mem_mb"], t3["runtime_h"]) == (1, 8, 64000, 48)
+    # a prune job per part of an experiment that prunes, on the CPU, with its training job's memory
+    n_prune = sum(len(catalogue.parts(e, settings(CONFIG, e, "paper")))
+                  for e in plan.default_experiments(CONFIG, "paper") if catalogue.entry(e).masks)
+    assert counts["prune"] == n_prune == 793
+    t2 = table.set_index("job").loc["RP-T2/masks/cifar100-resnet104-sbp_sr-sparsity0.98-rep2"]
+    assert (t2["gpu"], t2["cpus"], t2["mem_mb"], t2["runtime_h"]) == (0, 2, 32000, 2)
+    assert table.set_index("job").loc["RP-F2/masks/resnet32", "mem_mb"] == plan.MEASURE["mem_mb"]  # no training
     assert table["gpu_hours"].sum() == pytest.approx((table["gpu"] * table["runtime_h"]).sum())
     assert plan.main(["paper"]) == 0
     out = capsys.readouterr().out
@@ -132,6 +139,11 @@ def test_the_plan_is_what_snakemake_assigns(workdir):
     r = plan.train_resources(CONFIG, "RP-T3", "resnet104-snip-sparsity0.9-rep0", "paper")
     assert int(resources["mem_mb"]) == r["mem_mb"] == 64000 and int(resources["gpu"]) == r["gpu"] == 1
     assert int(resources["runtime"]) == plan.hours(r["runtime"]) * 60 == 48 * 60
+    masks = "results/paper/RP/RP-T3/masks/resnet104-snip-sparsity0.9-rep0.pt"
+    message = re.search(rf"-> {re.escape(masks)}; resources: (.*)", run.stdout).group(1)
+    resources = dict(re.findall(r"(\w+)=(\d+)", message))
+    r = plan.prune_resources(CONFIG, "RP-T3", "resnet104-snip-sparsity0.9-rep0", "paper")
+    assert int(resources["mem_mb"]) == r["mem_mb"] == 64000 and int(resources["threads"]) == plan.MEASURE["threads"]
 
 
 @pytest.mark.workflow
@@ -150,6 +162,9 @@ def test_the_smoke_subset_runs_within_the_declared_memory(workdir):
     memory = pd.read_csv(results / "memory.csv")
     chosen = smoke.subset(smoke_config())
     assert len(memory) >= sum(len(k) for k in chosen.values()) and memory["fits"].all()
+    # the prune jobs too: RP-T2's ResNet104 scores CIFAR-100's 1,000 images (16 GB on this CPU)
+    pruned = {f"{e}/masks/{k}" for e, keys in chosen.items() if catalogue.entry(e).masks for k in keys}
+    assert pruned and pruned <= set(memory["job"])
     assert (memory["max_rss_mb"] > 0).all()
     cost = pd.read_csv(results / "cost.csv")
     trains = [e for e in chosen if catalogue.get(e).trains]

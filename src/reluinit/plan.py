@@ -5,7 +5,7 @@ so the table printed by
 
     python -m reluinit.plan paper        # or quick, smoke; --config other.yaml; --csv out.csv
 
-is what Snakemake submits: one row per measurement or training job (gpu, cpus, mem_mb, runtime)
+is what Snakemake submits: one row per measurement, pruning or training job (gpu, cpus, mem_mb, runtime)
 and the totals (jobs, GPU-hours, CPU-hours, memory). Figure, report and fetch jobs are small
 local jobs and are counted, not priced.
 """
@@ -46,6 +46,16 @@ def train_resources(config: dict, exp: str, part: str, scale: str | None = None)
     scale = scale or config["scale"]
     s = settings(config, exp, scale)
     return _resources(s, catalogue.parts(exp, s)[part]["runs"].values(), scale)
+
+
+def prune_resources(config: dict, exp: str, part: str, scale: str | None = None) -> dict:
+    """A ``prune`` job's resources: rule `measure`'s CPUs and runtime (it runs on the CPU, no GPU
+    asked), and the memory its part's training job declares, at least `measure`'s. It scores the
+    net that job trains, on a class-balanced batch up to eight times the training batch: RP-T2's
+    ResNet104 holds 16 GB scoring CIFAR-100's 1,000 images (the smoke test checks each). An
+    experiment that measures its masks without training (RP-F2) asks for `measure`'s memory."""
+    trained = train_resources(config, exp, part, scale)["mem_mb"] if catalogue.entry(exp).trains else 0
+    return {"mem_mb": max(MEASURE["mem_mb"], trained), "runtime": MEASURE["runtime"]}
 
 
 def _resources(s: dict, runs, scale: str) -> dict:
@@ -136,7 +146,8 @@ def default_experiments(config: dict, scale: str) -> list[str]:
 
 
 def jobs(config: dict, scale: str | None = None, exps: list[str] | None = None) -> pd.DataFrame:
-    """One row per measurement, training and `train` job of ``exps`` (default: what `all` builds)."""
+    """One row per measurement, pruning, training and `train` job of ``exps`` (default: what `all`
+    builds)."""
     scale = scale or config["scale"]
     rows, specs = [], {}
     for exp in exps or default_experiments(config, scale):
@@ -153,6 +164,10 @@ def jobs(config: dict, scale: str | None = None, exps: list[str] | None = None) 
             for job in measure_jobs(config, exp, scale):
                 rows.append(dict(rule="measure", job=f"{exp}/{job}", gpu=0, cpus=MEASURE["threads"],
                                  mem_mb=MEASURE["mem_mb"], runtime_h=hours(MEASURE["runtime"])))
+        if e.masks:
+            for key in parts:
+                rows.append(dict(rule="prune", job=f"{exp}/masks/{key}", gpu=0, cpus=MEASURE["threads"],
+                                 **_priced(prune_resources(config, exp, key, scale))))
         for key in parts:
             for spec, arch, run in e.trained(s, key):
                 specs[(spec, arch, run)] = None
@@ -163,6 +178,10 @@ def jobs(config: dict, scale: str | None = None, exps: list[str] | None = None) 
     table["gpu_hours"] = table["gpu"] * table["runtime_h"]
     table["cpu_hours"] = table["cpus"] * table["runtime_h"]
     return table
+
+
+def _priced(r: dict) -> dict:
+    return {"mem_mb": r["mem_mb"], "runtime_h": hours(r["runtime"])}
 
 
 def totals(table: pd.DataFrame) -> pd.DataFrame:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from . import catalogue, datasets, paths
 from .config import settings
-from .plan import MEASURE, TRAIN, default_experiments, train_resources
+from .plan import MEASURE, TRAIN, default_experiments, prune_resources, train_resources
 
 NO_MODEL, NO_DATASET = "its own net", "random inputs"
 
@@ -124,7 +124,8 @@ def memory_table(config: dict, chosen: dict[str, list[str]], results: str) -> pd
     paper's data, against the ``mem_mb`` its paper-scale job declares. The projection adds the host
     memory of the real datasets beyond the generated ones (``data_extra_mb``); it leaves in what the
     CPU holds that a GPU job keeps on its GPU (activations, a device copy of the data), so it errs
-    high. `train` jobs (LR's nets) are included with rule `train`'s memory."""
+    high. `train` jobs (LR's nets) are included with rule `train`'s memory, `prune` jobs with
+    theirs (``plan.prune_resources``)."""
     rows = []
     for exp, keys in chosen.items():
         for key in keys:
@@ -133,6 +134,11 @@ def memory_table(config: dict, chosen: dict[str, list[str]], results: str) -> pd
             names = job_datasets(config, exp, key)
             rows.append(dict(job=f"{exp}/{key}", benchmark=bench, datasets=" ".join(sorted(names)),
                              declared_mem_mb=declared_mem_mb(config, exp, key), data_extra_mb=data_extra_mb(names)))
+            if catalogue.entry(exp).masks:  # its prune job, which loads the same datasets
+                rows.append(dict(job=f"{exp}/masks/{key}",
+                                 benchmark=paths.benchmark(results, f"{catalogue.paper_of(exp)}/{exp}/masks/{key}"),
+                                 datasets=" ".join(sorted(names)), data_extra_mb=data_extra_mb(names),
+                                 declared_mem_mb=prune_resources(config, exp, key, "paper")["mem_mb"]))
             s = settings(config, exp, "smoke")
             for spec, arch, run in catalogue.get(exp).trained(s, key):
                 rows.append(dict(job=f"{spec}/{arch}-run{run}",

@@ -172,6 +172,16 @@ def _train_resources(exp, part):
     return plan.train_resources(config, exp, part, SCALE)
 
 
+def prune_resources(w):
+    """A prune job's resources (reluinit.plan.prune_resources): its part's training memory."""
+    return _prune_resources(w.exp, w.part)
+
+
+@functools.cache
+def _prune_resources(exp, part):
+    return plan.prune_resources(config, exp, part, SCALE)
+
+
 def train_threads(w):
     """The CPUs a training job was given (cpus_per_gpu); one at the quick scale, where tiny nets
     train faster two jobs at a time, one thread each, than sharing threads."""

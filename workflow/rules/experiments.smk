@@ -24,19 +24,23 @@ rule prune:
         code=lambda w: masks_code(w.exp),  # the library code it runs: edits rerun it
         computes=lambda w: catalogue.code_names(w.exp)["masks"],
     message:
-        "{wildcards.exp} [{wildcards.part}]: pruning at the {params.scale} scale by {params.computes} -> {output.masks}"
+        "{wildcards.exp} [{wildcards.part}]: pruning at the {params.scale} scale by {params.computes} -> {output.masks};"
+        " resources: threads={threads} mem_mb={resources.mem_mb} runtime={resources.runtime}m"
     log:
         log_file("{paper}/{exp}/masks/{part}"),
     benchmark:
         benchmark_file("{paper}/{exp}/masks/{part}")
-    threads: 1 if SCALE in ("quick", "smoke") else plan.MEASURE["threads"]
+    # The quick scale's nets are small: two at a time, one thread each. A smoke job prunes the
+    # paper's net on the paper's batch (not cut short): its threads, so that on two cores two
+    # ResNet104s (16 GB each) never run side by side.
+    threads: 1 if SCALE == "quick" else plan.MEASURE["threads"]
     # Pruning and training first: they are the long poles (a quick build's RP-T5 trains for a
     # minute; at the paper scale, GPU-hours), the measurements and figures fill in beside them.
     # (Not the longest declared runtime first: the smoke run then started the two largest jobs,
     # ResNet104's, side by side, and one was killed for memory on a 24 GB machine.)
     priority: 2
     resources:
-        mem_mb=plan.MEASURE["mem_mb"],
+        mem_mb=lambda w: prune_resources(w)["mem_mb"],
         runtime=plan.MEASURE["runtime"],
     conda:
         "../../envs/science.yaml"
