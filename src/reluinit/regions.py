@@ -346,6 +346,7 @@ def _partition(verts, count, za, zb, kinks) -> tuple[torch.Tensor, torch.Tensor,
     return verts[order], count[order], parent[order]
 
 
+@torch.inference_mode()  # no autograd bookkeeping: a fifth of the time of its small tensor operations
 def plane_regions(net: MLP, origin, e1, e2, half_side: float) -> list[list[Polygon]]:
     """Partition the square ``|u|, |v| <= half_side`` of the plane ``origin + u e1 + v e2`` into
     the regions of the first 1, 2, ... hidden layers. Returns one list of polygons per layer.
