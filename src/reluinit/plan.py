@@ -158,12 +158,11 @@ def jobs(config: dict, scale: str | None = None, exps: list[str] | None = None) 
             for key, kwargs in parts.items():
                 r = _resources(s, kwargs["runs"].values(), scale)
                 gpu, cpus = r.get("gpu", 0), r.get("gpu", 0) * r.get("cpus_per_gpu", 0) or 1
-                rows.append(dict(rule="train_part", job=f"{exp}/{key}", gpu=gpu, cpus=cpus, mem_mb=r["mem_mb"],
-                                 runtime_h=hours(r["runtime"])))
+                rows.append(dict(rule="train_part", job=f"{exp}/{key}", gpu=gpu, cpus=cpus, **_priced(r)))
         else:
             for job in measure_jobs(config, exp, scale):
                 rows.append(dict(rule="measure", job=f"{exp}/{job}", gpu=0, cpus=MEASURE["threads"],
-                                 mem_mb=MEASURE["mem_mb"], runtime_h=hours(MEASURE["runtime"])))
+                                 **_priced(MEASURE)))
         if e.masks:
             for key in parts:
                 rows.append(dict(rule="prune", job=f"{exp}/masks/{key}", gpu=0, cpus=MEASURE["threads"],
@@ -172,8 +171,7 @@ def jobs(config: dict, scale: str | None = None, exps: list[str] | None = None) 
             for spec, arch, run in e.trained(s, key):
                 specs[(spec, arch, run)] = None
     for spec, arch, run in specs:
-        rows.append(dict(rule="train", job=f"{spec}/{arch}-run{run}", gpu=0, cpus=TRAIN["threads"],
-                         mem_mb=TRAIN["mem_mb"], runtime_h=hours(TRAIN["runtime"])))
+        rows.append(dict(rule="train", job=f"{spec}/{arch}-run{run}", gpu=0, cpus=TRAIN["threads"], **_priced(TRAIN)))
     table = pd.DataFrame(rows, columns=["rule", "job", "gpu", "cpus", "mem_mb", "runtime_h"])
     table["gpu_hours"] = table["gpu"] * table["runtime_h"]
     table["cpu_hours"] = table["cpus"] * table["runtime_h"]
@@ -181,6 +179,7 @@ def jobs(config: dict, scale: str | None = None, exps: list[str] | None = None) 
 
 
 def _priced(r: dict) -> dict:
+    """A job's memory and runtime in hours, from its resources."""
     return {"mem_mb": r["mem_mb"], "runtime_h": hours(r["runtime"])}
 
 

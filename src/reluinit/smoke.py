@@ -129,27 +129,31 @@ def memory_table(config: dict, chosen: dict[str, list[str]], results: str) -> pd
     rows = []
     for exp, keys in chosen.items():
         for key in keys:
-            job = paths.part(results, exp, key)
-            bench = paths.benchmark(results, job[len(results) + 1:-len(".csv")])
             names = job_datasets(config, exp, key)
-            rows.append(dict(job=f"{exp}/{key}", benchmark=bench, datasets=" ".join(sorted(names)),
-                             declared_mem_mb=declared_mem_mb(config, exp, key), data_extra_mb=data_extra_mb(names)))
+            loads = dict(datasets=" ".join(sorted(names)), data_extra_mb=data_extra_mb(names))
+            rows.append(dict(job=f"{exp}/{key}", benchmark=_benchmark(results, paths.part(results, exp, key)),
+                             declared_mem_mb=declared_mem_mb(config, exp, key), **loads))
             if catalogue.entry(exp).masks:  # its prune job, which loads the same datasets
                 rows.append(dict(job=f"{exp}/masks/{key}",
-                                 benchmark=paths.benchmark(results, f"{catalogue.paper_of(exp)}/{exp}/masks/{key}"),
-                                 datasets=" ".join(sorted(names)), data_extra_mb=data_extra_mb(names),
-                                 declared_mem_mb=prune_resources(config, exp, key, "paper")["mem_mb"]))
+                                 benchmark=_benchmark(results, paths.masks(results, exp, key)),
+                                 declared_mem_mb=prune_resources(config, exp, key, "paper")["mem_mb"], **loads))
             s = settings(config, exp, "smoke")
             for spec, arch, run in catalogue.get(exp).trained(s, key):
                 rows.append(dict(job=f"{spec}/{arch}-run{run}",
                                  benchmark=paths.benchmark(results, f"trained/{spec}/{arch}-run{run}"),
                                  datasets=s["train"]["dataset"], declared_mem_mb=TRAIN["mem_mb"],
                                  data_extra_mb=data_extra_mb({s["train"]["dataset"]})))
-    table = pd.DataFrame(rows).drop_duplicates("job")
+    table = pd.DataFrame(rows, columns=["job", "benchmark", "datasets", "declared_mem_mb", "data_extra_mb"])
+    table = table.drop_duplicates("job")
     table["max_rss_mb"] = [_max_rss(b) for b in table["benchmark"]]
     table["projected_mb"] = table["max_rss_mb"] + table["data_extra_mb"]
     table["fits"] = table["projected_mb"] <= table["declared_mem_mb"]
     return table
+
+
+def _benchmark(results: str, output: str) -> str:
+    """The benchmark file of the job writing ``output`` (the rules name it after the output)."""
+    return paths.benchmark(results, output[len(results) + 1:].rsplit(".", 1)[0])
 
 
 def _max_rss(benchmark: str) -> float:

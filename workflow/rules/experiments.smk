@@ -41,7 +41,7 @@ rule prune:
     priority: 2
     resources:
         mem_mb=lambda w: prune_resources(w)["mem_mb"],
-        runtime=plan.MEASURE["runtime"],
+        runtime=lambda w: prune_resources(w)["runtime"],
     conda:
         "../../envs/science.yaml"
     script:
