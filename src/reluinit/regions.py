@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from . import planecut
 from .nets import ACTIVATIONS, MLP
 
 # Pre-activation values where each activation's slope changes.
@@ -230,142 +231,25 @@ class Polygon:
         return 0.5 * float(np.dot(u, np.roll(v, -1)) - np.dot(v, np.roll(u, -1)))
 
 
-def _clip(verts: torch.Tensor, count: torch.Tensor, vals: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Split convex polygons (``verts [C, W, 2]``: the first ``count`` counter-clockwise, then copies
-    of the first) along the zero line of an affine function given at their vertices (``vals [C, W]``):
-    the parts where it is <= 0 and >= 0, ``[C, 2, W', 2]`` padded the same way, their vertex counts
-    ``[C, 2]`` and the smallest count, in the vertex order of the original walk (a vertex, then the
-    crossing on the edge leaving it). The padding closes each walk by itself (the first vertex
-    follows the last, and an edge from it to itself crosses nothing), so no edge needs masking."""
-    c, w = verts.shape[:2]
-    q, fq = verts.roll(-1, 1), vals.roll(-1, 1)
-    cross = vals * fq < 0
-    points = verts + (vals / (vals - fq))[..., None] * (q - verts)  # read only where it crosses
-    points = torch.stack([verts, points], dim=2).flatten(1, 2)
-    # A vertex on the line belongs to both parts (else a line through corners would drop a part).
-    side = torch.stack([vals <= 0, vals >= 0], dim=1) & (torch.arange(w, device=verts.device) < count[:, None])[:, None]
-    keep = torch.stack([side, cross[:, None].expand_as(side)], dim=3).flatten(2)  # [C, 2, 2W]
-    # Each part's points to its front, in order (a scatter: a sort of these short rows is slower),
-    # the points dropped to a spare last column.
-    dest = keep.cumsum(dim=2)
-    n = dest[..., -1]
-    n_min, n_max = torch.stack(torch.aminmax(n)).tolist()
-    width = max(w, n_max)
-    parts = points.new_empty(c, 2, 2 * w + 1, 2).scatter_(
-        2, torch.where(keep, dest - 1, 2 * w)[..., None].expand(-1, -1, -1, 2), points[:, None].expand(-1, 2, -1, -1))
-    parts = parts[:, :, :width]
-    pad = (torch.arange(width, device=verts.device) >= n[..., None])[..., None]
-    return torch.where(pad, parts[:, :, :1], parts), n, n_min
-
-
-def _partition(verts, count, za, zb, kinks) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One layer's cells: each parent cell (``verts [P, W, 2]``, padded with copies of its first
-    vertex) cut in turn by every line ``za[p, j] + zb[p, j] @ (u, v) = kink`` that crosses it, in
-    the order of (neuron, kink). Returns the cells' vertices (padded the same way), counts and
-    parents in the order of a depth-first walk (every cut cell followed at once by its part above).
-
-    The parents are cut independently, so step ``s`` cuts the cells of every parent by that parent's
-    own ``s``-th crossing line: as many steps as the most lines crossing one parent (6 to 12 at
-    widths 16 to 64 after the first layer), not one per neuron, with each cell's arithmetic what a
-    loop over neurons would do. A cell's order key has one bit per line that cut its lineage (1 for
-    the part above); sorting by (parent, key) gives the depth-first order."""
-    dev, n_par = verts.device, len(verts)
-    theta = torch.tensor(kinks, dtype=za.dtype, device=dev)
-    n_lines = za.shape[1] * len(kinks)
-    # The lines crossing each parent (its vertices strictly on both sides), line j * len(kinks) + k,
-    # from the values at its vertices [P, W, n] taken a few parents at a time: all at once they are
-    # 25 MB at width 64, out of cache (3x slower). (The products don't depend on the chunks: each
-    # matrix is multiplied alone.)
-    chunk = max(1, 2**18 // (verts.shape[1] * za.shape[1]))
-
-    def extremes(i):
-        at = verts[i: i + chunk] @ zb[i: i + chunk].transpose(1, 2)
-        at += za[i: i + chunk, None]
-        return at.amin(dim=1), at.amax(dim=1)  # (aminmax over a middle dimension is 3x slower)
-
-    lo, hi = (torch.cat(x) for x in zip(*map(extremes, range(0, n_par, chunk))))
-    crossed = ((lo[..., None] < theta) & (hi[..., None] > theta)).flatten(1)  # [P, n_lines]
-    n_cross = crossed.sum(dim=1)
-    steps = int(n_cross.max())
-    # Each parent's crossing lines in order, step by step [S, P] (a spare step takes the others), as
-    # (value at the origin, gradient) and as the bit in the order key.
-    line = torch.zeros(steps + 1, n_par, dtype=torch.long, device=dev)
-    line.scatter_(0, torch.where(crossed, crossed.cumsum(dim=1) - 1, steps).T,
-                  torch.arange(n_lines, device=dev).expand(n_par, -1).T)
-    line = line[:steps]
-    coef = torch.cat([(za[..., None] - theta).flatten(1)[..., None], zb.repeat_interleave(len(kinks), dim=1)],
-                     dim=2)
-    coef = coef.view(-1, 3)[line + n_lines * torch.arange(n_par, device=dev)]  # [S, P, 3]
-    words, ids = max(1, -(-n_lines // 62)), torch.arange(n_lines, device=dev)
-    bit = torch.zeros(n_lines, words, dtype=torch.long, device=dev)
-    bit[ids, ids // 62] = torch.ones_like(ids) << (61 - ids % 62)
-    bits = bit[line]  # [S, P, words]
-
-    verts, count, parent = verts.clone(), count.clone(), torch.arange(n_par, device=dev)
-    key, n = torch.zeros(n_par, words, dtype=torch.long, device=dev), n_par
-    for s in range(steps):
-        cand = (n_cross[parent[:n]] > s).nonzero().squeeze(1)
-        p, v = parent[cand], verts[cand]
-        c = coef[s, p]
-        vals = c[:, :1] + (v * c[:, None, 1:]).sum(dim=2)  # x bu + y bv, then the value at the origin
-        lo, hi = torch.aminmax(vals, dim=1)
-        cut = ((lo < 0) & (hi > 0)).nonzero().squeeze(1)
-        if not len(cut):
-            continue
-        idx, p = cand[cut], p[cut]
-        parts, n_parts, n_min = _clip(v[cut], count[idx], vals[cut])
-        key_hi = key[idx] | bits[s, p]
-        add, m, dead = slice(None), len(idx), None  # which cut cells add their part above
-        if n_min < 3:  # a line through a corner: a part with fewer than 3 vertices is dropped
-            ok = n_parts >= 3
-            lo_ok = ok[:, 0]
-            parts[:, 0] = torch.where(lo_ok[:, None, None], parts[:, 0], parts[:, 1])  # else the part above
-            n_parts[:, 0] = torch.where(lo_ok, n_parts[:, 0], n_parts[:, 1])
-            key[idx] = torch.where(lo_ok[:, None], key[idx], key_hi)
-            add, dead = ok.all(dim=1).nonzero().squeeze(1), ~ok.any(dim=1)
-            m = len(add)
-        if parts.shape[2] > verts.shape[1]:
-            verts = torch.cat([verts, verts[:, :1].expand(-1, parts.shape[2] - verts.shape[1], -1)], dim=1)
-        verts[idx], count[idx] = parts[:, 0], n_parts[:, 0]
-        if n + m > len(verts):
-            cap = max(2 * len(verts), n + m)
-            verts, count, parent, key = (torch.cat([t, t.new_zeros((cap - len(t),) + t.shape[1:])])
-                                         for t in (verts, count, parent, key))
-        new = slice(n, n + m)
-        verts[new], count[new], parent[new], key[new] = parts[add, 1], n_parts[add, 1], p[add], key_hi[add]
-        n += m
-        if dead is not None and dead.any():  # both parts degenerate: the cell is gone (never seen; kept exact)
-            alive = torch.ones(n, dtype=torch.bool, device=dev)
-            alive[idx[dead]] = False
-            verts, count, parent, key = (t[:n][alive] for t in (verts, count, parent, key))
-            n = len(verts)
-    order = torch.arange(n, device=dev)
-    for w in reversed(range(words)):  # least significant word first, stable
-        order = order[torch.sort(key[order, w], stable=True).indices]
-    order = order[torch.sort(parent[order], stable=True).indices]
-    return verts[order], count[order], parent[order]
-
-
-@torch.inference_mode()  # no autograd bookkeeping: a fifth of the time of its small tensor operations
+@torch.inference_mode()
 def plane_regions(net: MLP, origin, e1, e2, half_side: float) -> list[list[Polygon]]:
     """Partition the square ``|u|, |v| <= half_side`` of the plane ``origin + u e1 + v e2`` into
     the regions of the first 1, 2, ... hidden layers. Returns one list of polygons per layer.
 
-    Exact in float64 on the net's device, vectorised over cells: within a layer every neuron's
-    pre-activation is one affine function of (u, v) on each cell of the layers before (its
-    ``parent``), so each neuron's line in turn cuts exactly the cells descended from parents it
-    crosses (found for all neurons at once from the parents' vertices; a part of a cell lies in its
-    parent), all parents' cells at once (``_partition``). Cells come in the order of a depth-first
-    walk (a cut cell is followed by its part above the line); a part with fewer than 3 vertices (a
-    line through a corner) is dropped.
+    Exact in float64: within a layer every neuron's pre-activation is one affine function of
+    (u, v) on each cell of the layers before (its ``parent``), so each neuron's line in turn cuts
+    the cells of the parents it crosses (``planecut.cut_layer``, a compiled loop). Cells come in
+    the order of a depth-first walk (a cut cell is followed by its part above the line); a part
+    with fewer than 3 vertices (a line through a corner) is dropped. The layers' affine maps are
+    computed on the net's device; the cutting, thousands of steps on a few small polygons each, runs
+    on the host, where a step costs nanoseconds and not a kernel launch.
     """
     dev = net.weights[0].device
     f64 = lambda t: torch.as_tensor(np.asarray(t.detach().cpu() if torch.is_tensor(t) else t),  # noqa: E731
                                     dtype=torch.float64).to(dev)
     s = float(half_side)
-    kinks = KINKS[net.activation]
-    verts = torch.tensor([[[-s, -s], [s, -s], [s, s], [-s, s]]], dtype=torch.float64, device=dev)
-    count = torch.tensor([4], device=dev)
+    theta = np.array(KINKS[net.activation], dtype=np.float64)
+    xy, off = np.array([[-s, -s], [s, -s], [s, s], [-s, s]], dtype=np.float64), np.array([0, 4])
     # The cells' activations as affine maps h = a + bmat @ (u, v), and every hidden neuron's piece.
     a, bmat = f64(origin)[None], torch.stack([f64(e1), f64(e2)], dim=1)[None]
     pattern = torch.zeros(1, 0, dtype=torch.int8, device=dev)
@@ -374,18 +258,17 @@ def plane_regions(net: MLP, origin, e1, e2, half_side: float) -> list[list[Polyg
         w = f64(w)
         za = a @ w.T + (f64(c) if c is not None else 0.0)  # z = za + zb @ (u, v) on each parent cell
         zb = torch.einsum("ij,pjk->pik", w, bmat)
-        verts, count, parent = _partition(verts, count, za, zb, kinks)
-        valid = torch.arange(verts.shape[1], device=dev) < count[:, None]
-        centre = torch.where(valid[..., None], verts, 0.0).sum(dim=1) / count[:, None]
+        # torch.isclose's test of the square's edge (rtol 1e-5, atol 1e-8), written out.
+        xy, off, parent, centre, bounded = planecut.cut_layer(xy, off, za.cpu().numpy(), zb.cpu().numpy(), theta,
+                                                     s, 1e-8 + 1e-5 * abs(s))
+        parent = torch.from_numpy(parent).to(dev)
         za, zb = za[parent], zb[parent]
-        code = _codes(za + (zb @ centre[:, :, None]).squeeze(2), net.activation)
+        code = _codes(za + (zb @ torch.from_numpy(centre).to(dev)[:, :, None]).squeeze(2), net.activation)
         a, bmat = _post(za, zb, code, net.activation)
         pattern = torch.cat([pattern[parent], code], dim=1)
-        # torch.isclose's test (rtol 1e-5, atol 1e-8) written out (isclose is slower); the padding
-        # repeats a vertex, so it needs no mask.
-        bounded = ~((verts.abs() - s).abs() <= 1e-8 + 1e-5 * abs(s)).flatten(1).any(dim=1)
-        v_np, n_np, p_np, b_np = verts.cpu().numpy(), count.tolist(), pattern.cpu().numpy(), bounded.tolist()
-        out.append([Polygon(v_np[i, :n], p_np[i], b) for i, (n, b) in enumerate(zip(n_np, b_np))])
+        ends = off.tolist()  # (slices of lists: np.split is 20x slower)
+        verts = [xy[i:j] for i, j in zip(ends, ends[1:])]
+        out.append(list(map(Polygon, verts, pattern.cpu().numpy(), bounded.tolist())))
     return out
 
 
