@@ -1,5 +1,6 @@
 """Exact region geometry checked against brute force: dense sampling, areas, perturbations."""
 
+import itertools
 import math
 
 import numpy as np
@@ -91,7 +92,7 @@ def test_compiled_cut_equals_its_python_source(activation, monkeypatch):
     monkeypatch.setattr(planecut, "_compiled", lambda: planecut._cut_layer)
     python = plane_regions(net, *plane)
     assert [len(layer) for layer in compiled] == [len(layer) for layer in python] and len(compiled[-1]) > 10
-    for p, q in zip(sum(compiled, []), sum(python, [])):
+    for p, q in zip(itertools.chain(*compiled), itertools.chain(*python)):
         assert np.array_equal(p.vertices, q.vertices) and np.array_equal(p.pattern, q.pattern)
         assert p.bounded == q.bounded
 

@@ -13,6 +13,7 @@ Everything here is exact up to floating point (float64 recommended): nothing is 
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -267,7 +268,7 @@ def plane_regions(net: MLP, origin, e1, e2, half_side: float) -> list[list[Polyg
         a, bmat = _post(za, zb, code, net.activation)
         pattern = torch.cat([pattern[parent], code], dim=1)
         ends = off.tolist()  # (slices of lists: np.split is 20x slower)
-        verts = [xy[i:j] for i, j in zip(ends, ends[1:])]
+        verts = [xy[i:j] for i, j in itertools.pairwise(ends)]
         out.append(list(map(Polygon, verts, pattern.cpu().numpy(), bounded.tolist())))
     return out
 
