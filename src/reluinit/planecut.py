@@ -61,6 +61,14 @@ def _cut_layer(xy, off, za, zb, theta, half_side, tol):
         b[: len(a)] = a
         return b
 
+    def _span(pts, a, m, c0, cu, cv, vals):  # the line's value at pts[a:a + m] into vals; its min, max
+        lo, hi = np.inf, -np.inf
+        for i in range(m):
+            f = c0 + (pts[a + i, 0] * cu + pts[a + i, 1] * cv)
+            vals[i] = f
+            lo, hi = min(lo, f), max(hi, f)
+        return lo, hi
+
     n_par, width, n_kinks = len(off) - 1, za.shape[1], len(theta)
     out_xy = np.empty((4 * len(xy), 2))
     out_off = np.zeros(4 * n_par + 1, np.int64)
@@ -71,14 +79,11 @@ def _cut_layer(xy, off, za, zb, theta, half_side, tol):
     vals, lines = np.empty(64), np.empty(width * n_kinks, np.int64)
     for p in range(n_par):
         start, stop = off[p], off[p + 1]
+        vals = _room(vals, stop - start)
         n_lines = 0
         for j in range(width):
             for k in range(n_kinks):
-                c0, cu, cv = za[p, j] - theta[k], zb[p, j, 0], zb[p, j, 1]
-                lo, hi = np.inf, -np.inf
-                for i in range(start, stop):
-                    f = c0 + (xy[i, 0] * cu + xy[i, 1] * cv)
-                    lo, hi = min(lo, f), max(hi, f)
+                lo, hi = _span(xy, start, stop - start, za[p, j] - theta[k], zb[p, j, 0], zb[p, j, 1], vals)
                 if lo < 0 and hi > 0:
                     lines[n_lines] = j * n_kinks + k
                     n_lines += 1
@@ -96,11 +101,7 @@ def _cut_layer(xy, off, za, zb, theta, half_side, tol):
             for c in range(n_cells):
                 a, m = cur_off[c], cur_off[c + 1] - cur_off[c]
                 vals = _room(vals, m)
-                lo, hi = np.inf, -np.inf
-                for i in range(m):
-                    f = c0 + (cur[a + i, 0] * cu + cur[a + i, 1] * cv)
-                    vals[i] = f
-                    lo, hi = min(lo, f), max(hi, f)
+                lo, hi = _span(cur, a, m, c0, cu, cv, vals)
                 if not (lo < 0 and hi > 0):
                     nxt[t: t + m] = cur[a: a + m]
                     t += m

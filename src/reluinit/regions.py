@@ -259,9 +259,9 @@ def plane_regions(net: MLP, origin, e1, e2, half_side: float) -> list[list[Polyg
         w = f64(w)
         za = a @ w.T + (f64(c) if c is not None else 0.0)  # z = za + zb @ (u, v) on each parent cell
         zb = torch.einsum("ij,pjk->pik", w, bmat)
-        # torch.isclose's test of the square's edge (rtol 1e-5, atol 1e-8), written out.
-        xy, off, parent, centre, bounded = planecut.cut_layer(xy, off, za.cpu().numpy(), zb.cpu().numpy(), theta,
-                                                     s, 1e-8 + 1e-5 * abs(s))
+        # The edge test of `bounded` is torch.isclose's (rtol 1e-5, atol 1e-8), written out.
+        xy, off, parent, centre, bounded = planecut.cut_layer(
+            xy, off, za.cpu().numpy(), zb.cpu().numpy(), theta, s, 1e-8 + 1e-5 * abs(s))
         parent = torch.from_numpy(parent).to(dev)
         za, zb = za[parent], zb[parent]
         code = _codes(za + (zb @ torch.from_numpy(centre).to(dev)[:, :, None]).squeeze(2), net.activation)
