@@ -8,6 +8,12 @@ so the table printed by
 is what Snakemake submits: one row per measurement, pruning or training job (gpu, cpus, mem_mb, runtime)
 and the totals (jobs, GPU-hours, CPU-hours, memory). Figure, report and fetch jobs are small
 local jobs and are counted, not priced.
+
+With ``--cost <gpu-cost.csv>`` (the GPU check's measured seconds per optimizer step of each
+training family, ``python -m reluinit.gpucheck``) each training job is also priced from what it
+runs: per run, its optimizer steps over the real training set times the measured seconds per step,
+plus an evaluation of the test set per epoch; the table then shows the declared and the measured
+hours side by side. A run whose family the cost table lacks keeps its declared hours (counted).
 """
 
 from __future__ import annotations
@@ -58,14 +64,68 @@ def prune_resources(config: dict, exp: str, part: str, scale: str | None = None)
     return {"mem_mb": max(MEASURE["mem_mb"], trained), "runtime": MEASURE["runtime"]}
 
 
+def run_hours(s: dict, model: str | None) -> float:
+    """Hours the experiment's ``resources`` declare for one run of ``model`` (``runtime`` is one
+    value, or one per model with an optional ``default``)."""
+    per_model = s.get("resources", {}).get("runtime", DEFAULT_TRAIN_RUNTIME)
+    if isinstance(per_model, dict):
+        per_model = per_model.get(model, per_model.get("default", DEFAULT_TRAIN_RUNTIME))
+    return hours(per_model)
+
+
+def run_family(exp: str, s: dict, run: dict) -> tuple[str, str, dict]:
+    """(model, dataset, recipe settings) of one training run of ``exp``: what a step costs depends
+    on. A net the experiment builds for itself (EP's, TG's) is named after it: "EP-F8 net"."""
+    model = run.get("model") or s.get("model") or f"{exp} net"
+    dataset = run.get("dataset") or s.get("dataset")
+    return str(model), dataset, s.get("recipes_by_dataset", {}).get(dataset, s.get("recipe"))
+
+
+def run_steps(recipe: dict, dataset: str) -> dict:
+    """What one run of ``recipe`` (settings) does over the real ``dataset``: its training and test
+    images, steps per epoch, epochs and optimizer steps (``training.Recipe`` counts them)."""
+    from .datasets import SHAPES
+    from .training import Recipe
+
+    n_train, n_test = SHAPES[dataset][2:4]
+    r = Recipe.from_settings(recipe)
+    per_epoch = -(-n_train // r.batch_size)
+    return {"train_images": n_train, "test_images": n_test, "steps_per_epoch": per_epoch,
+            "epochs": r.n_epochs(per_epoch), "steps": r.total_steps(per_epoch)}
+
+
+COST_COLUMNS = ["model", "dataset", "recipe", "seconds_per_step", "eval_seconds_per_image"]
+
+
+def read_cost(path: str | Path) -> pd.DataFrame:
+    """A GPU check's ``gpu-cost.csv``, indexed by (model, dataset, recipe)."""
+    cost = pd.read_csv(path)
+    missing = [c for c in COST_COLUMNS if c not in cost.columns]
+    if missing:
+        raise ValueError(f"{path}: no column {', '.join(missing)}; a cost table is the gpu-cost.csv that "
+                         f"`python -m reluinit.gpucheck --out DIR` writes")
+    return cost.drop_duplicates(["model", "dataset", "recipe"], keep="last").set_index(["model", "dataset", "recipe"])
+
+
+def measured_hours(exp: str, s: dict, runs, cost: pd.DataFrame) -> tuple[float, int]:
+    """Hours of a training job's ``runs`` priced from ``cost`` (module doc), and how many runs it
+    could not price (their declared hours are used instead)."""
+    total, unpriced = 0.0, 0
+    for run in runs:
+        model, dataset, recipe = run_family(exp, s, run)
+        key = (model, dataset, recipe["name"])
+        if key not in cost.index:
+            total, unpriced = total + run_hours(s, model), unpriced + 1
+            continue
+        c, n = cost.loc[key], run_steps(recipe, dataset)
+        seconds = n["steps"] * c["seconds_per_step"] + n["epochs"] * n["test_images"] * c["eval_seconds_per_image"]
+        total += seconds / 3600
+    return total, unpriced
+
+
 def _resources(s: dict, runs, scale: str) -> dict:
     r = s.get("resources", {})
-    per_model = r.get("runtime", DEFAULT_TRAIN_RUNTIME)
-    if isinstance(per_model, dict):
-        total = sum(hours(per_model.get(run.get("model"), per_model.get("default", DEFAULT_TRAIN_RUNTIME)))
-                    for run in runs)
-    else:
-        total = hours(per_model) * len(runs)
+    total = sum(run_hours(s, run.get("model")) for run in runs)
     out = {"mem_mb": r.get("mem_mb", 8000), "runtime": f"{max(1, round(total * 60))}m"}
     if r.get("gpu", 0) and scale != "quick":  # the quick scale is CPU-only by design
         out.update(gpu=r["gpu"], cpus_per_gpu=r.get("cpus_per_gpu", 8))
@@ -145,9 +205,11 @@ def default_experiments(config: dict, scale: str) -> list[str]:
             and not settings(config, e, scale).get("optional", False)]
 
 
-def jobs(config: dict, scale: str | None = None, exps: list[str] | None = None) -> pd.DataFrame:
+def jobs(config: dict, scale: str | None = None, exps: list[str] | None = None,
+         cost: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per measurement, pruning, training and `train` job of ``exps`` (default: what `all`
-    builds)."""
+    builds). With ``cost`` (``read_cost``), training jobs also get ``measured_h`` and
+    ``unpriced_runs`` (module doc), the other jobs their declared runtime as ``measured_h``."""
     scale = scale or config["scale"]
     rows, specs = [], {}
     for exp in exps or default_experiments(config, scale):
@@ -159,6 +221,9 @@ def jobs(config: dict, scale: str | None = None, exps: list[str] | None = None) 
                 r = _resources(s, kwargs["runs"].values(), scale)
                 gpu, cpus = r.get("gpu", 0), r.get("gpu", 0) * r.get("cpus_per_gpu", 0) or 1
                 rows.append(dict(rule="train_part", job=f"{exp}/{key}", gpu=gpu, cpus=cpus, **_priced(r)))
+                if cost is not None:
+                    rows[-1]["measured_h"], rows[-1]["unpriced_runs"] = measured_hours(
+                        exp, s, kwargs["runs"].values(), cost)
         else:
             for job in measure_jobs(config, exp, scale):
                 rows.append(dict(rule="measure", job=f"{exp}/{job}", gpu=0, cpus=MEASURE["threads"],
@@ -172,9 +237,15 @@ def jobs(config: dict, scale: str | None = None, exps: list[str] | None = None) 
                 specs[(spec, arch, run)] = None
     for spec, arch, run in specs:
         rows.append(dict(rule="train", job=f"{spec}/{arch}-run{run}", gpu=0, cpus=TRAIN["threads"], **_priced(TRAIN)))
-    table = pd.DataFrame(rows, columns=["rule", "job", "gpu", "cpus", "mem_mb", "runtime_h"])
+    columns = ["rule", "job", "gpu", "cpus", "mem_mb", "runtime_h"] + (["measured_h", "unpriced_runs"] if cost is not None
+                                                                       else [])
+    table = pd.DataFrame(rows, columns=columns)
     table["gpu_hours"] = table["gpu"] * table["runtime_h"]
     table["cpu_hours"] = table["cpus"] * table["runtime_h"]
+    if cost is not None:
+        table["measured_h"] = table["measured_h"].fillna(table["runtime_h"])
+        table["unpriced_runs"] = table["unpriced_runs"].fillna(0).astype(int)
+        table["gpu_hours_measured"] = table["gpu"] * table["measured_h"]
     return table
 
 
@@ -187,9 +258,13 @@ def totals(table: pd.DataFrame) -> pd.DataFrame:
     """Jobs, GPU-hours, CPU-hours, the longest runtime and the largest memory, per rule and in all."""
     agg = dict(jobs=("job", "size"), gpu_hours=("gpu_hours", "sum"), cpu_hours=("cpu_hours", "sum"),
                longest_h=("runtime_h", "max"), max_mem_mb=("mem_mb", "max"))
+    total = [len(table), table["gpu_hours"].sum(), table["cpu_hours"].sum(), table["runtime_h"].max(),
+             table["mem_mb"].max()]
+    if "gpu_hours_measured" in table:  # priced from a cost table: the measured bill beside the declared one
+        agg.update(gpu_hours_measured=("gpu_hours_measured", "sum"), unpriced_runs=("unpriced_runs", "sum"))
+        total += [table["gpu_hours_measured"].sum(), table["unpriced_runs"].sum()]
     by_rule = table.groupby("rule").agg(**agg)
-    by_rule.loc["total"] = [len(table), table["gpu_hours"].sum(), table["cpu_hours"].sum(),
-                            table["runtime_h"].max(), table["mem_mb"].max()]
+    by_rule.loc["total"] = total
     return by_rule
 
 
@@ -199,11 +274,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", default="config.yaml", help="the workflow config (default: config.yaml)")
     parser.add_argument("--csv", help="also write every job's row to this CSV file")
     parser.add_argument("--all-jobs", action="store_true", help="print every job, not one line per experiment")
+    parser.add_argument("--cost", metavar="CSV", help="a GPU check's gpu-cost.csv: also price training jobs from "
+                                                      "measured seconds per step (reference/gpu/<run>/gpu-cost.csv)")
     args = parser.parse_args(argv)
     if not Path(args.config).exists():
         parser.error(f"no config at {args.config}: run from the workflow's folder or pass --config")
+    if args.cost and not Path(args.cost).exists():
+        parser.error(f"no cost table at {args.cost}: `python -m reluinit.gpucheck --out DIR` writes DIR/gpu-cost.csv")
     config = yaml.safe_load(Path(args.config).read_text())
-    table = jobs(config, args.scale)
+    try:
+        cost = read_cost(args.cost) if args.cost else None
+    except ValueError as e:
+        parser.error(str(e))
+    table = jobs(config, args.scale, cost=cost)
     if args.csv:
         table.to_csv(args.csv, index=False)
     pd.set_option("display.width", 160)
@@ -212,9 +295,12 @@ def main(argv: list[str] | None = None) -> int:
         print(table.to_string(index=False))
     else:  # one line per experiment and rule: the same resources repeat over its jobs
         table["experiment"] = table["job"].str.split("/").str[0]
+        measured = dict(gpu_hours_measured=("gpu_hours_measured", "sum"),
+                        unpriced_runs=("unpriced_runs", "sum")) if cost is not None else {}
         per_exp = table.groupby(["rule", "experiment"], sort=False).agg(
             jobs=("job", "size"), gpu=("gpu", "max"), cpus=("cpus", "max"), mem_mb=("mem_mb", "max"),
-            runtime_h=("runtime_h", "max"), gpu_hours=("gpu_hours", "sum"), cpu_hours=("cpu_hours", "sum"))
+            runtime_h=("runtime_h", "max"), gpu_hours=("gpu_hours", "sum"), cpu_hours=("cpu_hours", "sum"),
+            **measured)
         print(f"Jobs of `snakemake all` at the {args.scale} scale, resources as the rules declare them "
               f"(runtime_h: the longest job's):\n")
         print(per_exp.round(2).to_string())
@@ -223,6 +309,11 @@ def main(argv: list[str] | None = None) -> int:
     print(summary.round(1).to_string())
     print(f"\n{int(summary.loc['total', 'jobs'])} jobs, {summary.loc['total', 'gpu_hours']:.0f} GPU-hours, "
           f"{summary.loc['total', 'cpu_hours']:.0f} CPU-hours requested")
+    if cost is not None:
+        print(f"Priced from {args.cost}: {summary.loc['total', 'gpu_hours_measured']:.0f} GPU-hours measured "
+              f"against {summary.loc['total', 'gpu_hours']:.0f} declared "
+              f"({int(summary.loc['total', 'unpriced_runs'])} training runs not in the cost table keep their "
+              f"declared hours)")
     return 0
 
 
