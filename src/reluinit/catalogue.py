@@ -104,6 +104,12 @@ def get(exp_id: str) -> Experiment:
     return Experiment(exp_id, parts, measure, trains=e.trains, source=e.source, **extra)
 
 
+def trainer(spec: str):
+    """The experiment module that trains the nets of training spec ``spec`` (config ``training:``,
+    rule `train`): its ``train_classifier`` and ``run_seed``. LR-MNIST, the one spec, is LR's."""
+    return importlib.import_module(f"{__package__}.experiments.lr_train")
+
+
 def parts(exp_id: str, settings: dict) -> dict[str, dict]:
     """``get(exp_id).parts(settings)`` as plain data, remembered where the workflow plans
     (``provenance.memo``): a Snakemake process then finds an experiment's jobs without importing its

@@ -7,8 +7,10 @@ The workflow validates the config with Snakemake's ``validate`` against
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-import jsonschema
+if TYPE_CHECKING:  # the workflow validates; a job, or the GPU check on a machine without it, never needs it
+    import jsonschema
 
 
 def settings(config: dict, exp_id: str, scale: str | None = None) -> dict:
@@ -75,6 +77,8 @@ def explain(error: jsonschema.ValidationError) -> str:
     """One line that names the offending key and says what is wrong with it."""
     err = error
     # For "anyOf/oneOf" failures the most specific sub-error says more.
+    import jsonschema
+
     best = jsonschema.exceptions.best_match([error])
     if best is not None:
         err = best

@@ -85,6 +85,25 @@ class Check:
         return path
 
 
+def problems(out: str | Path) -> list[str]:
+    """What a finished check's folder lacks: a stage's table, a promised column, the report."""
+    import pandas as pd
+
+    out = Path(out)
+    found = []
+    for name, columns in COLUMNS.items():
+        path = out / f"{name}.csv"
+        if not path.exists():
+            found.append(f"{path} is missing")
+            continue
+        missing = [c for c in columns if c not in pd.read_csv(path, nrows=0).columns]
+        if missing:
+            found.append(f"{path} lacks the columns {', '.join(missing)}")
+    if not (out / REPORT).exists():
+        found.append(f"{out / REPORT} is missing")
+    return found
+
+
 def _stages():
     """(name, estimated seconds on a GPU, estimated seconds with --tiny, function) in order of value."""
     from . import agreement, cells, throughput

@@ -79,7 +79,7 @@ def families(config: dict, scale: str, device) -> dict[tuple[str, str, str], Fam
             for spec, arch, r in e.trained(s, key):
                 ts = training_settings(config, spec, scale)
                 fam = found.setdefault((arch, ts["dataset"], spec), Family(
-                    arch, ts["dataset"], spec, _train_net(ts, arch, r, device),
+                    arch, ts["dataset"], spec, _train_net(spec, ts, arch, r, device),
                     paper=_paper_spec(training_settings(config, spec, "paper"))))
                 if LR_SPEC_PREFIX + spec not in fam.experiments:
                     fam.experiments.append(LR_SPEC_PREFIX + spec)
@@ -90,9 +90,10 @@ def _job(e, s, key, device):
     return lambda: e.measure(s, key, str(device))
 
 
-def _train_net(ts, arch, run, device):
-    from ..experiments import lr_train
+def _train_net(spec, ts, arch, run, device):
+    from ..catalogue import trainer
 
+    lr_train = trainer(spec)
     return lambda: lr_train.train_classifier(ts, arch, lr_train.run_seed(ts, arch, run), str(device))
 
 

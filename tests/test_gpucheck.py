@@ -1,0 +1,153 @@
+"""The prepared GPU check (``python -m reluinit.gpucheck``) runs on the CPU at toy sizes, writes
+every table with its columns and a report, skips what its budget cannot hold, and its cost table
+prices the paper DAG (``python -m reluinit.plan --cost``)."""
+
+import math
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import ROOT
+from reluinit import gpucheck, plan, smoke
+
+CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
+
+
+def _check(out, *args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "reluinit.gpucheck", "--device", "cpu", "--out", str(out), *args],
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """One ``--tiny`` run on the CPU, shared by the tests below: (its folder, wall seconds)."""
+    out = tmp_path_factory.mktemp("gpucheck")
+    t0 = time.perf_counter()
+    done = _check(out, "--tiny")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return out, time.perf_counter() - t0
+
+
+def test_the_tiny_check_writes_every_table_with_its_columns_and_a_report(tiny):
+    out, seconds = tiny
+    assert gpucheck.problems(out) == []
+    report = (out / gpucheck.REPORT).read_text()
+    for stage in ("facts", "agreement", "throughput", "packing", "reference-check"):
+        assert f"| {stage} | done |" in report
+    assert seconds < 90, f"the tiny check took {seconds:.0f} s (about 45 s on 2 cores)"
+
+
+def test_a_missing_column_is_named(tiny, tmp_path):
+    out, _ = tiny
+    for path in out.glob("*"):
+        (tmp_path / path.name).write_bytes(path.read_bytes())
+    table = pd.read_csv(tmp_path / "throughput.csv").drop(columns=["seconds_per_step"])
+    table.to_csv(tmp_path / "throughput.csv", index=False)
+    (tmp_path / "packing.csv").unlink()
+    assert gpucheck.problems(tmp_path) == [f"{tmp_path / 'throughput.csv'} lacks the columns seconds_per_step",
+                                           f"{tmp_path / 'packing.csv'} is missing"]
+
+
+def test_agreement_on_the_cpu_passes_every_check(tiny):
+    """Both sides are the CPU here: what this shows is that the machinery holds (a deterministic
+    repeat and a resumed run bitwise equal, a bf16 run that learns), not device agreement."""
+    table = pd.read_csv(tiny[0] / "agreement.csv")
+    assert set(table["check"]) == {"trajectory length", "regions on a line", "pruning masks", "training"}
+    assert table["passes"].all(), table[~table["passes"]].to_string()
+    assert set(table.loc[table["check"] == "pruning masks", "item"]) == {"SNIP", "GRASP", "SYNFLOW"}
+
+
+def test_throughput_has_a_row_per_training_family_of_the_subset(tiny):
+    table = pd.read_csv(tiny[0] / "throughput.csv")
+    assert (table["status"] == "ok").all(), table[["family", "status"]].to_string()
+    trains = {e for e in smoke.subset(CONFIG, "quick") if plan.catalogue.get(e).trains}
+    timed = {e for cell in table["experiments"] for e in cell.split() if e != "train"}
+    assert trains <= timed and "LR-MNIST" in set(table["recipe"])
+    assert (table["steps_per_s"] > 0).all() and (table["baseline_steps_per_s"] > 0).all()
+    # one paper run's projection: its steps over the real data (the paper's batch of 128) at the
+    # measured rate, plus evaluation
+    row = table.set_index("family").loc["resnet8 / cifar10 / rp-cifar10"]
+    steps = 160 * math.ceil(50_000 / 128)
+    assert row["steps_per_epoch"] == 391 and row["epochs"] == 160
+    evaluation = 160 * 10_000 * row["eval_seconds_per_image"]
+    assert row["projected_hours"] == pytest.approx((steps * row["seconds_per_step"] + evaluation) / 3600)
+    cost = pd.read_csv(tiny[0] / "gpu-cost.csv")
+    assert len(cost) == len(table) and set(cost["device"]) == {"cpu"}
+
+
+def test_packing_times_one_and_two_processes(tiny):
+    table = pd.read_csv(tiny[0] / "packing.csv")
+    assert table.groupby("processes").size().to_dict() == {1: 1, 2: 2}
+    two = table[table["processes"] == 2]
+    assert two["aggregate_steps_per_s"].iloc[0] == pytest.approx(two["steps_per_s"].sum())
+
+
+def test_the_reference_cell_without_data_is_equal_where_it_is_the_papers_own(tiny):
+    """EP-F14's first net at the paper's settings needs no dataset: equal to the committed table;
+    TG's cells, on generated points, say they are not compared."""
+    table = pd.read_csv(tiny[0] / "reference-check.csv")
+    ep = table[table["experiment"] == "EP-F14"]
+    assert len(ep) == 36 and ep["within"].astype(bool).all()
+    tg = table[table["experiment"].str.startswith("TG")]
+    assert tg["within"].isna().all() and tg["note"].str.contains("not compared").all()
+
+
+def test_a_stage_the_budget_cannot_hold_is_skipped_and_reported(tmp_path):
+    done = _check(tmp_path, "--tiny", "--budget-s", "4")
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = (tmp_path / gpucheck.REPORT).read_text()
+    assert "| facts | done |" in report and "| throughput | skipped |" in report
+    assert (tmp_path / "facts.csv").exists() and not (tmp_path / "throughput.csv").exists()
+
+
+def test_importing_the_check_imports_neither_snakemake_nor_papermill():
+    code = ("import sys, reluinit.gpucheck, reluinit.gpucheck.agreement, reluinit.gpucheck.throughput, "
+            "reluinit.gpucheck.cells, reluinit.gpucheck.report\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('snakemake', 'papermill')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+# --- the plan priced from a cost table -------------------------------------------------------------
+
+
+def _cost(tmp_path, rows):
+    path = tmp_path / "gpu-cost.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def test_the_plan_prices_training_jobs_from_a_cost_table(tmp_path):
+    """ResNet32 on CIFAR-10 at 0.01 s a step and 0.1 ms a test image: an RP-T1 run is 160 epochs of
+    391 steps and 160 evaluations of 10,000 images, 625.6 + 160 s; families not in the table keep
+    their declared hours."""
+    path = _cost(tmp_path, [dict(model="resnet32", dataset="cifar10", recipe="rp-cifar10", seconds_per_step=0.01,
+                                 eval_seconds_per_image=1e-4)])
+    table = plan.jobs(CONFIG, "paper", cost=plan.read_cost(path)).set_index("job")
+    run = table.loc["RP-T1/resnet32-snip-sparsity0.9-rep0"]
+    assert run["measured_h"] == pytest.approx((160 * 391 * 0.01 + 160 * 10_000 * 1e-4) / 3600)
+    assert run["unpriced_runs"] == 0 and run["runtime_h"] == 3.0
+    other = table.loc["RP-T1/resnet50-snip-sparsity0.9-rep0"]
+    assert other["unpriced_runs"] == 1 and other["measured_h"] == other["runtime_h"]
+    assert (table.loc[table["rule"] != "train_part", "measured_h"] == table.loc[table["rule"] != "train_part",
+                                                                                "runtime_h"]).all()
+    bill = plan.totals(table.reset_index())
+    priced = table["rule"].eq("train_part") & table["unpriced_runs"].eq(0)
+    assert bill.loc["total", "gpu_hours"] - bill.loc["total", "gpu_hours_measured"] == pytest.approx(
+        (table.loc[priced, "gpu_hours"] - table.loc[priced, "gpu_hours_measured"]).sum())
+
+
+def test_the_plan_command_shows_declared_and_measured_hours(tmp_path):
+    path = _cost(tmp_path, [dict(model="resnet32", dataset="cifar10", recipe="rp-cifar10", seconds_per_step=0.01,
+                                 eval_seconds_per_image=1e-4)])
+    done = subprocess.run([sys.executable, "-m", "reluinit.plan", "paper", "--cost", str(path)], cwd=ROOT,
+                          capture_output=True, text=True, check=True)
+    assert "gpu_hours_measured" in done.stdout and "GPU-hours measured against 8182 declared" in done.stdout
+    bad = _cost(tmp_path, [dict(model="resnet32", dataset="cifar10", recipe="rp-cifar10", seconds_per_step=0.01)])
+    done = subprocess.run([sys.executable, "-m", "reluinit.plan", "paper", "--cost", str(bad)], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "no column eval_seconds_per_image" in done.stderr
