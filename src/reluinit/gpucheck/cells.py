@@ -31,7 +31,22 @@ FLOAT64_RTOL = 1e-6
 
 
 def run(check) -> pd.DataFrame:
-    return pd.concat([tg_f2(check), tg_f3a(check), ep_f14(check)], ignore_index=True)
+    """Every cell; one that fails is a row saying so, and the others still run."""
+    import logging
+
+    frames = []
+    for cell in (ep_f14, tg_f3a, tg_f2):  # cheapest first
+        try:
+            frames.append(cell(check))
+        except Exception as e:
+            logging.getLogger(__name__).exception("%s failed", cell.__name__)
+            frames.append(pd.DataFrame([{"experiment": cell.__name__.upper().replace("_", "-"), "cell": "",
+                                         "note": f"failed: {type(e).__name__}: {e}"}]))
+    from . import COLUMNS
+
+    table = pd.concat(frames, ignore_index=True)
+    promised = COLUMNS["reference-check"]
+    return table.reindex(columns=promised + [c for c in table.columns if c not in promised])
 
 
 def _reference(exp: str) -> tuple[pd.DataFrame | None, float]:

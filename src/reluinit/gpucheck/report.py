@@ -75,17 +75,29 @@ def _throughput(t: pd.DataFrame | None, check) -> list[str]:
            "same model.\n", _md(t[cols], ".3g"), ""]
     cost_path = check.out / "gpu-cost.csv"
     if cost_path.exists() and not check.tiny:
+        out += [_bill(check, cost_path)]
+    return out
+
+
+_bills: dict = {}
+
+
+def _bill(check, cost_path: Path) -> str:
+    """The paper DAG priced from the cost table (computed once per table: it takes seconds)."""
+    key = (str(cost_path), cost_path.stat().st_mtime_ns)
+    if key not in _bills:
         try:
             from ..plan import jobs, read_cost, totals
 
             bill = totals(jobs(check.config, "paper", cost=read_cost(cost_path)))
-            out += [f"Paper DAG priced from these costs (`python -m reluinit.plan paper --cost gpu-cost.csv`): "
-                    f"**{bill.loc['total', 'gpu_hours_measured']:,.0f} GPU-hours measured against "
-                    f"{bill.loc['total', 'gpu_hours']:,.0f} declared**; {int(bill.loc['total', 'unpriced_runs'])} "
-                    f"training runs of families not measured keep their declared hours.\n"]
+            _bills[key] = (f"Paper DAG priced from these costs (`python -m reluinit.plan paper --cost gpu-cost.csv`): "
+                           f"**{bill.loc['total', 'gpu_hours_measured']:,.0f} GPU-hours measured against "
+                           f"{bill.loc['total', 'gpu_hours']:,.0f} declared**; "
+                           f"{int(bill.loc['total', 'unpriced_runs'])} training runs of families not measured keep "
+                           f"their declared hours.\n")
         except Exception as e:  # the bill is a summary; the tables stand without it
-            out += [f"The paper DAG could not be priced from the costs: {type(e).__name__}: {e}\n"]
-    return out
+            _bills[key] = f"The paper DAG could not be priced from the costs: {type(e).__name__}: {e}\n"
+    return _bills[key]
 
 
 def _packing(t: pd.DataFrame | None) -> list[str]:

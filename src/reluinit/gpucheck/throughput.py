@@ -69,13 +69,15 @@ def families(config: dict, scale: str, device) -> dict[tuple[str, str, str], Fam
         paper = settings(config, exp, "paper")
         parts = e.parts(s)
         for key in keys:
-            if e.trains:
-                run = next(iter(parts[key]["runs"].values()))
+            for i, run in enumerate(parts[key]["runs"].values() if e.trains else []):
+                # the job stops at its first run's fit: a later run of another family has no way in
                 model, dataset, recipe = run_family(exp, s, run)
                 fam = found.setdefault((model, dataset, recipe["name"]), Family(
-                    model, dataset, recipe["name"], _job(e, s, key, device),
+                    model, dataset, recipe["name"], _job(e, s, key, device) if i == 0 else None,
                     paper=_paper_run(paper, exp, model, dataset)))
-                fam.experiments.append(exp)
+                fam.start = fam.start or (_job(e, s, key, device) if i == 0 else None)
+                if exp not in fam.experiments:
+                    fam.experiments.append(exp)
             for spec, arch, r in e.trained(s, key):
                 ts = training_settings(config, spec, scale)
                 fam = found.setdefault((arch, ts["dataset"], spec), Family(
@@ -141,6 +143,8 @@ def caught_at_fit():
 
 
 def capture(family: Family) -> dict:
+    if family.start is None:
+        raise RuntimeError(f"{family.name}: no smoke job starts with a run of it (only the first run of a job is timed)")
     with caught_at_fit() as taken:
         try:
             family.start()
@@ -165,25 +169,26 @@ def resized(data, n: int):
     return out
 
 
-def engine(c: dict, steps: int, eval_images: int | None = None) -> dict:
-    """Seconds per optimizer step of ``fit`` on the captured run: an epoch of ``steps`` warm-up
-    steps, then a timed epoch of as many; and seconds per test image of an evaluation (of the first
-    ``eval_images`` test images, all by default)."""
+def engine(c: dict, steps: int, warm: int, eval_images: int | None = None) -> dict:
+    """Seconds per optimizer step of ``fit`` on the captured run: an epoch of ``warm`` steps (kernel
+    choice, allocations), then a timed epoch of ``steps`` (its ``train_seconds``, the steps alone);
+    and seconds per test image of an evaluation (of the first ``eval_images`` test images, all by
+    default)."""
     from ..training import evaluate, fit
 
-    recipe = replace(c["recipe"], epochs=2, iterations=None, max_steps=None, eval_examples=None, schedule="constant")
-    train = resized(c["train"], steps * recipe.batch_size)
-    test = resized(c["test"], min(len(c["test"]), 64))
-    run = fit(c["model"], train, test, recipe, seed=0, loss_fn=c.get("loss_fn", _default_loss()),
-              n_classes=c.get("n_classes"))
-    if run.diverged:
-        return {"status": "diverged on generated data"}
-    seconds = run.history[2]["train_seconds"]
-    autocast = recipe.autocast_dtype(train.device)
+    recipe = replace(c["recipe"], epochs=1, iterations=None, max_steps=None, eval_examples=None, schedule="constant")
     loss_fn = c.get("loss_fn", _default_loss())
+    test = resized(c["test"], min(len(c["test"]), 64))
+    for n in (warm, steps):
+        run = fit(c["model"], resized(c["train"], n * recipe.batch_size), test, recipe, seed=n, loss_fn=loss_fn,
+                  n_classes=c.get("n_classes"))
+        if run.diverged:
+            return {"status": "diverged on generated data"}
+    seconds = run.history[1]["train_seconds"]
+    autocast = recipe.autocast_dtype(c["train"].device)
     test = resized(c["test"], min(len(c["test"]), eval_images or len(c["test"])))
     evaluate(c["model"], test, recipe.eval_batch_size, autocast, loss_fn)  # warm-up
-    sync(train.device)
+    sync(test.device)
     t0 = time.perf_counter()
     evaluate(c["model"], test, recipe.eval_batch_size, autocast, loss_fn)
     eval_s = (time.perf_counter() - t0) / len(test)
@@ -216,14 +221,14 @@ class HostImages(torch.utils.data.Dataset):
         return (self.transform(x) if self.transform else x), self.y[i]
 
 
-def baseline(c: dict, steps: int, workers: int) -> float:
+def baseline(c: dict, steps: int, warm: int, workers: int) -> float:
     """Optimizer steps per second of a plain DataLoader loop on the same model and tensors (fp32,
-    NCHW): ``steps`` warm-up steps, then ``steps`` timed."""
+    NCHW): ``warm`` steps (workers started, kernels chosen), then ``steps`` timed."""
     recipe, data = c["recipe"], c["train"]
     dev = data.device
     model = c["model"].to(memory_format=torch.contiguous_format)
     opt = recipe.optimizer_for(p for p in model.parameters() if p.requires_grad)
-    n = 2 * steps * recipe.batch_size
+    n = (warm + steps) * recipe.batch_size
     src = resized(data, n)
     dataset = HostImages(src.x.cpu(), src.y.cpu(), recipe.augment and src.x.dim() == 4, recipe.crop_pad)
     loader = torch.utils.data.DataLoader(dataset, batch_size=recipe.batch_size, shuffle=True, num_workers=workers,
@@ -232,7 +237,7 @@ def baseline(c: dict, steps: int, workers: int) -> float:
     model.train()
     t0 = None
     for i, (x, y) in enumerate(loader):
-        if i == steps:
+        if i == warm:
             sync(dev)
             t0 = time.perf_counter()
         x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
@@ -248,7 +253,7 @@ def run(check) -> dict[str, pd.DataFrame]:
     """The throughput table and the cost table it yields; families in order of the GPU-hours the
     config declares for them (the largest bills first), each started only while the budget holds one."""
     scale = "quick" if check.tiny else "smoke"
-    steps, workers, eval_images = (2, 2, 64) if check.tiny else (30, 8, None)
+    steps, warm, workers, eval_images = (2, 1, 2, 64) if check.tiny else (30, 10, 8, None)
     found = families(check.config, scale, check.device)
     weight = _declared_totals(check.config)
     order = sorted(found.values(), key=lambda f: -weight.get((f.model, f.dataset, f.recipe), 0.0))
@@ -269,12 +274,15 @@ def run(check) -> dict[str, pd.DataFrame]:
             row |= dict(module=type(model).__name__, parameters=sum(p.numel() for p in model.parameters()),
                         batch_size=recipe.batch_size, precision=recipe.precision, channels_last=recipe.channels_last,
                         augment=recipe.augment)
-            row |= engine(c, steps, eval_images)
+            row |= engine(c, steps, warm, eval_images)
             if row["status"] == "ok":
-                row["baseline_steps_per_s"] = baseline(c, steps, workers)
+                row["baseline_steps_per_s"] = baseline(c, steps, warm, workers)
         except Exception as e:  # one family's failure is a row, not the end of the stage
             log.exception("%s failed", fam.name)
             row["status"] = f"failed: {type(e).__name__}: {e}"
+        c = None  # the next family gets the device's memory
+        if check.device.type == "cuda":
+            torch.cuda.empty_cache()
         rows.append(row)
         log.info("%s: %s in %.1f s", fam.name, row["status"], time.perf_counter() - t0)
     table = pd.DataFrame(rows)
@@ -337,12 +345,32 @@ def _pack_worker(device: str, tiny: bool, barrier, results, index: int) -> None:
     data = generated(steps * batch, dev, shape, seed=index)
     test = generated(batch, dev, shape, seed=100 + index)
     fit(model, data, test, recipe, seed=index)  # warm-up
-    barrier.wait(timeout=300)
+    barrier.wait(timeout=120)
     run = fit(model, data, test, recipe, seed=index + 1)
     memory = (torch.cuda.max_memory_reserved(dev) if dev.type == "cuda"
               else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024) / 2**20
     results.put(dict(process=index, steps_timed=steps, steps_per_s=steps / run.history[1]["train_seconds"],
                      memory_mb=memory))
+
+
+def _collect(results, procs, n: int, deadline: float) -> list[dict]:
+    """The ``n`` workers' rows; a worker that died or a deadline passed stops the stage with the reason."""
+    import queue
+
+    got = []
+    while len(got) < n:
+        try:
+            got.append(results.get(timeout=2))
+        except queue.Empty:
+            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if dead or time.perf_counter() > deadline:
+                for p in procs:
+                    p.kill()
+                raise RuntimeError(f"packing {n} processes: {len(got)} reported"
+                                   + (f", a worker exited with {dead[0]}" if dead else ", out of time")) from None
+    for p in procs:
+        p.join(timeout=30)
+    return got
 
 
 def packing(check) -> pd.DataFrame:
@@ -362,9 +390,7 @@ def packing(check) -> pd.DataFrame:
                  for i in range(n)]
         for p in procs:
             p.start()
-        got = [results.get(timeout=600) for _ in range(n)]
-        for p in procs:
-            p.join(timeout=60)
+        got = _collect(results, procs, n, deadline=time.perf_counter() + (60 if check.tiny else 240))
         total = sum(g["steps_per_s"] for g in got)
         rows += [dict(processes=n, aggregate_steps_per_s=total, device=str(check.device), **g) for g in got]
         log.info("packing: %d processes, %.2f steps/s together", n, total)
