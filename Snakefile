@@ -29,11 +29,12 @@ rule all:
 
 onstart:
     check_slurm()
+    check_device()
     provenance.save_memo()  # the DAG is built: what planning it computed, for the jobs' own processes
 
 
 onerror:
-    # A missing dataset offline: end with what to do, not with Snakemake's "At least one job did
-    # not complete successfully".
-    if dataset_instruction():
-        stop(dataset_instruction())
+    # A missing dataset offline, a damaged input: end with what to do, not with Snakemake's "At
+    # least one job did not complete successfully".
+    if job_instruction():
+        stop(job_instruction())

@@ -79,6 +79,23 @@ def test_a_claim_sees_only_the_columns_it_declares():
         _claim(expect="2").expectation()
 
 
+@pytest.mark.parametrize("measure", ["__import__('os').getcwd()", "t.__class__.__bases__",
+                                     "(lambda: 0).__globals__", "open('/etc/passwd').read()"])
+def test_a_claim_runs_no_arbitrary_code(measure, tmp_path):
+    """The README invites users to add claims: a measure gets the table, np, pd, the helpers and
+    plain builtins, nothing that imports, opens files or climbs to the interpreter."""
+    with pytest.raises((ValueError, NameError)) as err:
+        claims.measure(_claim(measure=measure), TABLE)
+    if "open(" in measure:
+        assert "'open' is not defined" in str(err.value)
+    else:
+        assert "which claims may not" in str(err.value) and "plain builtins (abs, " in str(err.value)
+    path = tmp_path / "claims.yaml"
+    path.write_text(yaml.safe_dump({"claims": [{**vars(_claim()), "measure": "__import__('os').getcwd()"}]}))
+    with pytest.raises(ValueError, match="its measure uses '__import__'"):  # refused when the file loads
+        claims.load(path)
+
+
 def test_a_diverged_measure_is_not_reproduced():
     nan = pd.DataFrame({"init": ["he"], "act_ratio": [float("nan")]})
     assert claims.evaluate(_claim(expect="> 0"), nan, "quick")["verdict"] == claims.NOT_REPRODUCED

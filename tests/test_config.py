@@ -1,10 +1,11 @@
+import json
 from pathlib import Path
 
 import jsonschema
 import pytest
 import yaml
 
-from reluinit.config import explain, settings
+from reluinit.config import explain, settings, unknown_recipes
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
@@ -52,3 +53,22 @@ def test_bad_values_are_named(edit, message):
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     edit(config)
     assert message in _error(config)
+
+
+def test_an_unknown_recipe_names_its_key_and_the_known_recipes():
+    config = json.loads(json.dumps(yaml.safe_load((ROOT / "config.yaml").read_text())))  # anchors unshared
+    assert unknown_recipes(config) == []
+    config["experiments"]["RP-T2"]["paper"]["recipes_by_dataset"]["cifar100"] = "rp-cifar1000"
+    config["experiments"]["RP-F3"]["quick"]["recipe"] = "sgd-fast"
+    assert unknown_recipes(config) == [
+        "invalid config: key 'experiments.RP-F3.quick.recipe' = 'sgd-fast' names no recipe under `recipes:` "
+        f"(known: {', '.join(sorted(config['recipes']))})",
+        "invalid config: key 'experiments.RP-T2.paper.recipes_by_dataset.cifar100' = 'rp-cifar1000' names no "
+        f"recipe under `recipes:` (known: {', '.join(sorted(config['recipes']))})"]
+
+
+def test_a_nested_value_given_as_a_string_points_to_configfile():
+    """What `--config "experiments={OP-F1: {quick: {widths: [100, 500]}}}"` hands over: strings."""
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    config["experiments"]["OP-F1"]["quick"]["widths"] = ["100", "500"]
+    assert _error(config).endswith("pass `--configfile my.yaml`, which Snakemake merges over config.yaml)")

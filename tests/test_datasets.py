@@ -120,8 +120,31 @@ def test_offline_fetch_fails_fast_and_says_where_to_put_files(tmp_path, monkeypa
     assert f"{tmp_path.resolve()}/MNIST/raw/" in str(err.value)
 
 
-def test_missing_dataset_names_the_fetch_rule(tmp_path):
-    with pytest.raises(datasets.DatasetUnavailable, match="fetch_cifar10"):
+def test_missing_dataset_names_the_command_that_fetches_it(tmp_path):
+    with pytest.raises(datasets.DatasetUnavailable) as err:
+        datasets.load("cifar10", tmp_path)
+    assert str(err.value).endswith(f"fetch it with `snakemake {tmp_path}/fetched/cifar10.json --cores 1`.")
+
+
+def test_a_damaged_mnist_file_is_named_with_the_fix(tmp_path):
+    """A raw file cut short: torchvision says only that it cannot read it, and a fetch would take the
+    files as there; both name the file, say to delete it, and give the command that fetches again."""
+    make_mnist(tmp_path)
+    raw = tmp_path / "MNIST" / "raw" / "train-images-idx3-ubyte"
+    raw.write_bytes(raw.read_bytes()[:1000])
+    for attempt in (lambda: datasets.load("mnist", tmp_path), lambda: datasets.fetch("mnist", tmp_path)):
+        with pytest.raises(datasets.DatasetUnavailable) as err:
+            attempt()
+        assert str(err.value) == (f"{raw} is damaged (1,000 bytes where its header promises 9,424): delete it and "
+                                  f"fetch mnist again with `snakemake {tmp_path}/fetched/mnist.json --force --cores 1`.")
+
+
+def test_a_damaged_cifar_batch_is_named(tmp_path, monkeypatch):
+    local, _, _ = make_cifar(tmp_path, torchvision.datasets.CIFAR10)
+    monkeypatch.setitem(datasets.TORCHVISION, "cifar10", local)
+    batch = tmp_path / local.base_folder / local.train_list[0][0]
+    batch.write_bytes(batch.read_bytes()[:-10])
+    with pytest.raises(datasets.DatasetUnavailable, match=f"{batch} is damaged \\(MD5 "):
         datasets.load("cifar10", tmp_path)
 
 
@@ -156,6 +179,33 @@ def test_tiny_imagenet_fetch_verifies_and_rearranges(tmp_path):
     # A second fetch finds everything in place.
     again = datasets.fetch_tiny_imagenet(root, url=archive.as_uri(), md5=md5(archive))
     assert again["val_images_moved"] == 0 and again["test"] == 2
+
+
+def test_an_interrupted_extraction_is_extracted_again(tmp_path, monkeypatch):
+    """The extraction is cut short after its first files (wnids.txt among them, the old marker of a
+    complete one): the next fetch must not take the folder as complete."""
+    archive = tmp_path / "data" / "tiny-imagenet-200.zip"
+    archive.parent.mkdir()
+    make_tiny_imagenet_zip(archive)
+    real = zipfile.ZipFile.extractall
+
+    def cut_short(self, path=None, members=None, pwd=None):
+        for member in self.namelist()[:2]:
+            self.extract(member, path)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(zipfile.ZipFile, "extractall", cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        datasets.fetch_tiny_imagenet(archive.parent, url=archive.as_uri(), md5=md5(archive))
+    assert not (archive.parent / "tiny-imagenet-200").exists()
+    # an extraction of the code before, cut short the same way, left the folder with wnids.txt
+    legacy = archive.parent / "tiny-imagenet-200"
+    legacy.mkdir()
+    (legacy / "wnids.txt").write_text("n01443537\n")
+    monkeypatch.setattr(zipfile.ZipFile, "extractall", real)
+    record = datasets.fetch_tiny_imagenet(archive.parent, url=archive.as_uri(), md5=md5(archive))
+    assert record["train"] == 2 and record["test"] == 2
+    assert (legacy / datasets.EXTRACTED).exists() and not list(archive.parent.glob(".*extracting"))
 
 
 def test_tiny_imagenet_bad_checksum_and_offline(tmp_path):

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 
 from conftest import SNAKEMAKE
@@ -83,3 +84,45 @@ def test_slurm_profile_without_a_controller_stops_in_one_sentence(workdir, tmp_p
     assert "SLURM controller does not answer" in last and "Unable to contact slurm controller" in last, last
     assert "start slurmctld" in last
     assert "sbatch" not in calls.read_text().split()  # stopped before submitting anything
+
+
+def test_device_cuda_without_cuda_stops_before_any_job(workdir):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    run, last = _run(workdir, "op_f1", "--cores", "1", "--config", "scale=quick", "device=cuda")
+    assert run.returncode != 0
+    assert last.startswith("device=cuda in the config, but torch sees no CUDA device") and "device=auto" in last, last
+    assert not (workdir / "results" / "quick" / "OP").exists()  # no job ran
+
+
+def test_an_unknown_recipe_stops_the_run_naming_its_key(workdir):
+    config = workdir / "config.yaml"
+    config.write_text(config.read_text().replace("recipe: rp-mnist", "recipe: rp-minst", 1))
+    run, last = _run(workdir, "rp_f3", "-n", "--cores", "1")
+    assert run.returncode != 0
+    assert "key 'experiments.RP-F3.paper.recipe' = 'rp-minst' names no recipe under `recipes:`" in last, last
+    assert "KeyError" not in run.stdout + run.stderr
+
+
+def test_an_overlay_configfile_changes_one_experiments_settings(workdir):
+    (workdir / "mine.yaml").write_text("experiments: {OP-F1: {quick: {widths: [100, 500]}}}\n")
+    run, _ = _run(workdir, "op_f1", "--cores", "2", "--configfile", "mine.yaml", "--config", "scale=quick")
+    assert run.returncode == 0, run.stderr[-2000:]
+    table = pd.read_csv(workdir / "results" / "quick" / "OP" / "OP-F1.csv")
+    assert sorted(table["width"].unique()) == [100, 500]  # config.yaml's quick widths are 100, 500, 4060
+
+
+def test_a_damaged_dataset_file_is_named_with_the_command_that_fetches_it_again(workdir, tmp_path):
+    from test_datasets import make_mnist
+
+    data = tmp_path / "data"
+    make_mnist(data)
+    raw = data / "MNIST" / "raw" / "t10k-images-idx3-ubyte"
+    raw.write_bytes(raw.read_bytes()[:500])
+    run, last = _run(workdir, "tg_f2", "--cores", "1", "--config", f"data_dir={data}", env=OFFLINE)
+    assert run.returncode != 0
+    assert f"{raw} is damaged (500 bytes where its header promises 3,936): delete it and fetch mnist again with " \
+           f"`snakemake {data}/fetched/mnist.json --force --cores 1`" in last, last
+    assert "Download" not in last and "Traceback" not in (run.stdout + run.stderr)

@@ -17,7 +17,8 @@ the paper says that number is::
       why: ...                # optional: what a disagreement means (read on the scorecard)
 
 ``measure`` is a Python expression over ``t`` (the filtered table, restricted to ``columns`` so
-that every column a claim reads is declared), ``np``, ``pd`` and the helpers below. A ``cells``
+that every column a claim reads is declared), ``np``, ``pd``, the helpers below and plain builtins
+(``SAFE_BUILTINS``; ``check_measure`` refuses dunders such as ``__import__``). A ``cells``
 block lists the cells of a paper table (RP's accuracy tables) compactly; each cell becomes one
 claim. Verdicts: "reproduced", "not reproduced", or "not run at this scale" (a paper-scale claim
 at the quick scale, or a table the workflow has not built). ``why`` says what a verdict other than
@@ -27,6 +28,8 @@ the scorecard never shows a bare disagreement; a cell block's ``why`` covers all
 
 from __future__ import annotations
 
+import ast
+import builtins
 import math
 import os
 import re
@@ -153,6 +156,7 @@ def load(path: str | Path) -> list[Claim]:
             raise ValueError(f"claim id {c.id} is used twice")
         seen.add(c.id)
         c.expectation()  # fail on an unreadable expectation when loading, not when judging
+        check_measure(c.id, c.measure)
     return claims
 
 
@@ -176,6 +180,7 @@ def missing_columns(claim: Claim, table: pd.DataFrame) -> list[str]:
 def measure(claim: Claim, table: pd.DataFrame) -> float | None:
     """The claim's number on ``table`` (None when no row matches its filter); raises on a claim
     that names a column the table lacks."""
+    check_measure(claim.id, claim.measure)
     missing = missing_columns(claim, table)
     if missing:
         raise KeyError(f"claim {claim.id}: table {claim.table} has no column(s) {missing}")
@@ -184,8 +189,30 @@ def measure(claim: Claim, table: pd.DataFrame) -> float | None:
         t = t.query(claim.where)
     if t.empty:
         return None
-    value = eval(claim.measure, dict(HELPERS), {"t": t})  # noqa: S307 - the project's own claims file
+    value = eval(claim.measure, {"__builtins__": SAFE_BUILTINS, **HELPERS}, {"t": t})  # noqa: S307 - checked above
     return float(value)
+
+
+# Builtins a measure may call (no import, open, eval, getattr: nothing that reaches past the table).
+SAFE_BUILTINS = {name: getattr(builtins, name) for name in (
+    "abs", "all", "any", "bool", "dict", "enumerate", "float", "int", "len", "list", "max", "min", "range", "round",
+    "set", "sorted", "str", "sum", "tuple", "zip")}
+
+
+def check_measure(claim_id: str, expression: str) -> None:
+    """Refuse a measure that is not one expression, or that names a dunder (``__import__``,
+    ``__class__``) or a private attribute: the README invites users to add claims, and a claim
+    evaluates with ``SAFE_BUILTINS`` and the helpers alone."""
+    try:
+        tree = ast.parse(expression, mode="eval")
+    except SyntaxError as e:
+        raise ValueError(f"claim {claim_id}: its measure is not a Python expression ({e.msg}): {expression}") from None
+    for node in ast.walk(tree):
+        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+        if name.startswith("__") or (isinstance(node, ast.Attribute) and name.startswith("_")):
+            raise ValueError(f"claim {claim_id}: its measure uses {name!r}, which claims may not: a measure reads "
+                             f"t with np, pd, the helpers ({', '.join(sorted(set(HELPERS) - {'np', 'pd'}))}) and "
+                             f"plain builtins ({', '.join(SAFE_BUILTINS)})")
 
 
 def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str) -> dict:

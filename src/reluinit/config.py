@@ -96,4 +96,25 @@ def explain(error: jsonschema.ValidationError) -> str:
         if err.validator == "additionalProperties":
             line += f" (known: {', '.join(sorted(err.schema.get('properties', {})))})"
         return line
-    return f"invalid config: key '{where}' = {err.instance!r}: {err.message}"
+    line = f"invalid config: key '{where}' = {err.instance!r}: {err.message}"
+    if isinstance(err.instance, str) and err.validator == "type":
+        # `--config key={a: {b: [1, 2]}}` hands nested values over as strings
+        line += (" (values nested under --config arrive as strings: put the change in a YAML file and pass "
+                 "`--configfile my.yaml`, which Snakemake merges over config.yaml)")
+    return line
+
+
+def unknown_recipes(config: dict) -> list[str]:
+    """One line per ``recipe`` (or ``recipes_by_dataset`` value) that names no recipe under
+    ``recipes:``, with its key and the known names."""
+    known = config.get("recipes", {})
+    lines = []
+    for exp, block in config.get("experiments", {}).items():
+        for scale, s in block.items():
+            named = {"recipe": s.get("recipe")} if isinstance(s, dict) else {}
+            named |= {f"recipes_by_dataset.{d}": r for d, r in ((s or {}).get("recipes_by_dataset") or {}).items()}
+            for key, name in named.items():
+                if isinstance(name, str) and name not in known:
+                    lines.append(f"invalid config: key 'experiments.{exp}.{scale}.{key}' = {name!r} names no recipe "
+                                 f"under `recipes:` (known: {', '.join(sorted(known))})")
+    return lines

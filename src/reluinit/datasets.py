@@ -100,10 +100,6 @@ class DatasetUnavailable(RuntimeError):
     to do."""
 
 
-# A fetch job's log marks the instruction with this, for the workflow's final message to find.
-TODO_PREFIX = "what to do: "
-
-
 # Per-channel (mean, std) of [0, 1] pixels with which the RP authors' code normalises CIFAR (fixed
 # constants, not the training set's own statistics); ``training.load_data(fixed_stats=True)``.
 # Their smoke stand-ins share them, so that a smoke job normalises as the paper's job does.
@@ -150,6 +146,43 @@ def _manual_instructions(cls, root: Path) -> str:
             f"or extracted as {cls.base_folder}/)")
 
 
+def damaged_files(name: str, root: str | Path) -> list[tuple[Path, str]]:
+    """Files of a torchvision dataset under ``root`` that are there but not whole, and why: an
+    MNIST-family IDX file whose size is not what its header promises, a CIFAR batch whose MD5 is
+    not the published one. (torchvision says only "not found or corrupted".)"""
+    cls = _torchvision_class(name)
+    root = Path(root)
+    found = []
+    if hasattr(cls, "mirrors"):  # MNIST family: IDX files, a header of dimensions, then the bytes
+        raw = root / cls.__name__ / "raw"
+        for fname, _ in cls.resources:
+            path = raw / fname.removesuffix(".gz")
+            if not path.exists():
+                continue
+            with open(path, "rb") as f:
+                head = f.read(4)
+                dims = [int.from_bytes(f.read(4), "big") for _ in range(head[3] if len(head) == 4 else 0)]
+            expected = 4 + 4 * len(dims) + int(np.prod(dims)) if len(head) == 4 and dims else None
+            size = path.stat().st_size
+            if expected != size:
+                found.append((path, f"{size:,} bytes where its header promises {expected:,}" if expected
+                              else f"{size:,} bytes, no IDX header"))
+    for fname, md5 in getattr(cls, "train_list", []) + getattr(cls, "test_list", []):  # CIFAR
+        path = root / cls.base_folder / fname
+        if path.exists() and _md5(path) != md5:
+            found.append((path, f"MD5 {_md5(path)} where the published one is {md5}"))
+    return found
+
+
+def _damaged_message(name: str, root: Path) -> str | None:
+    damaged = damaged_files(name, root)
+    if not damaged:
+        return None
+    path, why = damaged[0]
+    return (f"{path} is damaged ({why}): delete it and fetch {name} again with "
+            f"`snakemake {root}/fetched/{name}.json --force --cores 1`.")
+
+
 def fetch(name: str, root: str | Path) -> dict:
     """Make ``name`` available under ``root`` (downloading if needed) and describe it."""
     if name == "tiny_imagenet":
@@ -158,6 +191,8 @@ def fetch(name: str, root: str | Path) -> dict:
         return find_imagenet(root)
     cls = _torchvision_class(name)
     root = Path(root)
+    if _damaged_message(name, root):  # torchvision would take the files as there and fail to read them
+        raise DatasetUnavailable(_damaged_message(name, root))
     counts = {}
     for train in (True, False):
         try:
@@ -215,7 +250,7 @@ def fetch_tiny_imagenet(root: str | Path, url: str = TINY_IMAGENET_URL, md5: str
     root = Path(root)
     archive = root / Path(url).name
     target = root / TINY_IMAGENET_DIR
-    if not (target / "wnids.txt").exists():  # not extracted yet
+    if not (target / EXTRACTED).exists():  # not extracted, or an extraction was cut short
         if not archive.exists():
             root.mkdir(parents=True, exist_ok=True)
             log.info("downloading %s", url)
@@ -234,14 +269,32 @@ def fetch_tiny_imagenet(root: str | Path, url: str = TINY_IMAGENET_URL, md5: str
                 f"{archive} has MD5 {got}, expected {md5}: the download is damaged. "
                 f"Delete it and download {url} again."
             )
-        log.info("extracting %s", archive)
-        with zipfile.ZipFile(archive) as z:
-            z.extractall(root)
+        _extract(archive, root, target)
     moved = rearrange_tiny_imagenet_val(target)
     n_train = sum(1 for _ in (target / "train").glob("*/images/*"))
     n_val = sum(1 for _ in (target / "val").glob("*/*"))
     return {"dataset": "tiny_imagenet", "root": str(root), "source": url, "md5": md5,
             "train": n_train, "test": n_val, "val_images_moved": moved}
+
+
+# Written into the extracted folder before it takes its final name: present only when complete.
+EXTRACTED = ".extracted"
+
+
+def _extract(archive: Path, root: Path, target: Path) -> None:
+    """Extract into a scratch folder, mark it complete, then rename it to ``target`` in one step: an
+    interrupted extraction leaves no ``target`` (or a legacy one without the mark), and the next
+    fetch extracts again."""
+    log.info("extracting %s", archive)
+    scratch = root / f".{target.name}.extracting"
+    shutil.rmtree(scratch, ignore_errors=True)
+    with zipfile.ZipFile(archive) as z:
+        z.extractall(scratch)
+    (scratch / target.name / EXTRACTED).write_text(f"{archive.name}\n")
+    if target.exists():  # a partial extraction of an earlier version: replaced whole
+        shutil.rmtree(target)
+    (scratch / target.name).rename(target)
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 def rearrange_tiny_imagenet_val(target: str | Path) -> int:
@@ -288,8 +341,9 @@ def load(name: str, root: str | Path, train: bool = True, scale: str = "paper") 
         return to_split(torchvision.datasets.ImageFolder(str(folder)), name)
     try:
         ds = _open_torchvision(_torchvision_class(name), Path(root), train, download=False)
-    except RuntimeError as e:
-        raise DatasetUnavailable(f"{name} is not under {root}: run `snakemake fetch_{name}` first ({e})") from e
+    except (RuntimeError, ValueError) as e:
+        raise DatasetUnavailable(_damaged_message(name, Path(root)) or (
+            f"{name} is not under {root} ({e}): fetch it with `snakemake {root}/fetched/{name}.json --cores 1`.")) from e
     return to_split(ds, _label(name, train, len(ds)))
 
 

@@ -1,19 +1,27 @@
-"""What every workflow script does around the science: logging, threads, writing tables."""
+"""What every workflow script does around the science: logging, threads, reading and writing
+result files (sealed: ``reluinit.integrity``)."""
 
 from __future__ import annotations
 
 import io
 import logging
 import platform
+import sys
 from pathlib import Path
 
 import pandas as pd
 
+from . import integrity
+
+# A job's log marks what the user should do with this; the workflow's final words repeat the
+# newest such line of the run (the Snakefile's `onerror`).
+TODO_PREFIX = "what to do: "
+
 
 def start(log_path: str | None, threads: int | None = 1) -> logging.Logger:
-    """Send this job's log records (and warnings) to ``log_path`` and size torch's thread pool;
-    ``threads=None``: a job that only reads tables (a figure, the scorecard) and never imports torch,
-    about 2 s of a quick job's start-up."""
+    """Send this job's log records (and warnings, and an uncaught exception with its traceback) to
+    ``log_path`` and size torch's thread pool; ``threads=None``: a job that only reads tables (a
+    figure, the scorecard) and never imports torch, about 2 s of a quick job's start-up."""
     handlers: list[logging.Handler] = [logging.StreamHandler()]
     if log_path:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
@@ -22,6 +30,7 @@ def start(log_path: str | None, threads: int | None = 1) -> logging.Logger:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.captureWarnings(True)
     log = logging.getLogger("reluinit")
+    sys.excepthook = _log_uncaught
     if threads is None:
         log.info("python %s, pandas %s", platform.python_version(), pd.__version__)
         return log
@@ -33,17 +42,54 @@ def start(log_path: str | None, threads: int | None = 1) -> logging.Logger:
     return log
 
 
+def _log_uncaught(kind, error, tb) -> None:
+    """The job's log gets what killed it (a script's traceback otherwise reaches only the terminal);
+    a damaged input also gets its fix as the line the workflow's final words repeat."""
+    log = logging.getLogger("reluinit")
+    log.critical("the job failed: %s: %s", kind.__name__, error, exc_info=(kind, error, tb))
+    if isinstance(error, integrity.DamagedFile):
+        log.error("%s%s", TODO_PREFIX, error)
+
+
+def verified(paths) -> list:
+    """``paths`` (Snakemake inputs), each checked against its seal before any is read: a damaged one
+    stops the job with one line that names it and the command that rebuilds it."""
+    paths = files(paths)
+    try:
+        integrity.verify_all(p for p in paths if Path(p).is_file())
+    except integrity.DamagedFile as e:
+        log = logging.getLogger("reluinit")
+        log.error("%s", e)
+        log.error("%s%s", TODO_PREFIX, e)
+        sys.exit(1)
+    return paths
+
+
 def files(named) -> list:
     """A Snakemake named input's files as a list (Snakemake gives a name of one file as the file)."""
     return [named] if isinstance(named, str) else list(named)
 
 
 def write_table(df: pd.DataFrame, path: str | Path, **constants) -> None:
-    """Write a tidy table as CSV, with ``constants`` (experiment, scale, ...) as leading columns."""
+    """Write a tidy table as CSV, with ``constants`` (experiment, scale, ...) as leading columns,
+    atomically and sealed (its rows and columns with its checksum)."""
     _lead(df, constants)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    df.to_csv(path, index=False)
+    integrity.write_atomic(path, lambda tmp: df.to_csv(tmp, index=False),
+                           shape={"rows": len(df), "columns": [str(c) for c in df.columns]})
     logging.getLogger("reluinit").info("wrote %d rows to %s", len(df), path)
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """A table written by ``write_table``, checked against its seal first (``integrity.verify``)."""
+    integrity.verify(path)
+    return pd.read_csv(path)
+
+
+def write_json(record, path: str | Path) -> None:
+    """A small record (a figure's settings) as JSON, atomically and sealed."""
+    import json
+
+    integrity.write_atomic(path, lambda tmp: Path(tmp).write_text(json.dumps(record, default=str)))
 
 
 def write_parts(frames: dict[str, pd.DataFrame], path: str | Path, **constants) -> None:

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import datasets, provenance
+from . import datasets, integrity, provenance
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -234,17 +234,19 @@ def evaluate(model: nn.Module, data: DeviceData, batch_size: int = 1000, autocas
 
 
 def save_checkpoint(state: dict, path: str | Path) -> None:
-    """Write atomically: a job killed mid-write leaves the previous checkpoint intact."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(state, tmp)
-    tmp.replace(path)
+    """Write atomically and sealed (``integrity.write_atomic``): a job killed mid-write leaves the
+    previous checkpoint intact, and a reader can tell a damaged file from a whole one."""
+    integrity.write_atomic(path, lambda tmp: torch.save(state, tmp))
 
 
 def load_checkpoint(path: str | Path, device="cpu") -> dict | None:
+    """The saved state, None when there is none; ``integrity.DamagedFile`` when it is not what was
+    written (its seal), and torch's error when it does not load."""
     path = Path(path)
-    return torch.load(path, map_location=device, weights_only=True) if path.exists() else None
+    if not path.exists():
+        return None
+    integrity.verify(path)
+    return torch.load(path, map_location=device, weights_only=True)
 
 
 # Bumped when what a checkpoint holds changes meaning: older checkpoints then start afresh
@@ -270,8 +272,18 @@ class Checkpoint:
         self.fingerprint = provenance.plain({**self.fingerprint, "format": CHECKPOINT_FORMAT})
 
     def load(self, device="cpu") -> dict | None:
-        """The saved state of this run, or None when there is none or it belongs to another run."""
-        state = None if self._stale else load_checkpoint(self.path, device)
+        """The saved state of this run, or None when there is none, it belongs to another run, or it
+        is damaged (then it is moved aside to ``<name>.damaged`` and the log says why, once)."""
+        try:
+            state = None if self._stale else load_checkpoint(self.path, device)
+        except Exception as e:  # noqa: BLE001 - whatever makes it unreadable, the run starts afresh
+            aside = self.path.with_name(self.path.name + ".damaged")
+            self.path.replace(aside)
+            if integrity.seal_path(self.path).exists():
+                integrity.seal_path(self.path).replace(integrity.seal_path(aside))
+            log.warning("%s is damaged (%s: %s): moved to %s; the run starts afresh", self.path, type(e).__name__,
+                        str(e).splitlines()[0] if str(e) else "", aside)
+            return None
         if state is None:
             return None
         changed = provenance.changes(state.get("fingerprint"), self.fingerprint)

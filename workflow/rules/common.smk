@@ -24,7 +24,7 @@ from reluinit import workflow_env  # noqa: E402
 workflow_env.export(_SRC)
 
 from reluinit import catalogue, claims, paths, plan, provenance, reports  # noqa: E402
-from reluinit.config import explain, settings, training_settings  # noqa: E402
+from reluinit.config import explain, settings, training_settings, unknown_recipes  # noqa: E402
 
 # What planning computes from the library's code (a job's parts, code fingerprints), kept per
 # version of its source for the next Snakemake process here: each SLURM job's, the next build's.
@@ -36,6 +36,9 @@ except WorkflowError as e:
     # Snakemake raises from jsonschema's error; turn it into one line naming the key.
     cause = e.__cause__ or e.__context__
     raise WorkflowError(explain(cause) if hasattr(cause, "absolute_path") else str(e)) from None
+if unknown_recipes(config):  # as the run's last words (the settings read below would raise a KeyError)
+    print(unknown_recipes(config)[0], file=sys.stderr, flush=True)
+    raise SystemExit(1)
 
 SCALE = config["scale"]
 # One results tree per scale (results/quick, results/paper, results/smoke): none reads another's files.
@@ -333,16 +336,60 @@ def check_slurm():
         )
 
 
-def dataset_instruction():
-    """What a fetch job that failed during this run said to do (the last line of its log that
-    datasets.TODO_PREFIX marks), or None when no dataset was missing."""
-    from reluinit.datasets import TODO_PREFIX
+def check_device():
+    """`device: cuda` on a machine whose torch sees no CUDA device stops the run before any job
+    (each would die on the driver's traceback); on a cluster the jobs' nodes decide, not this one."""
+    plugin = workflow.executor_plugin
+    if not str(config["device"]).startswith("cuda") or (plugin is not None and plugin.name != "local"):
+        return
+    import torch
 
-    logs = Path(log_file("datasets/x")).parent.glob("*.log")
+    if not torch.cuda.is_available():
+        stop(
+            f"device={config['device']} in the config, but torch sees no CUDA device on this machine: run with "
+            "`--config device=auto` (CUDA where there is one, else the CPU) or `device=cpu`, or submit to GPU nodes "
+            "with `--profile profiles/slurm`."
+        )
+
+
+def sweep_damaged():
+    """Results whose size is not what their writer sealed (a truncated table, part file, mask or
+    net) are moved aside before the DAG is built, so that this run rebuilds them; each is named
+    once. A same-size change is caught by the job that reads the file (reluinit.integrity)."""
+    from reluinit import integrity
+
+    for path, aside, reason in integrity.sweep(RESULTS):
+        print(f"{path} is damaged ({reason}): moved to {aside}; this run rebuilds it.", file=sys.stderr)
+
+
+# Command-line words after which Snakemake plans, lists or reports but runs no job.
+NOT_RUNNING = {"-n", "--dry-run", "--dryrun", "--just-print", "--lint", "--summary", "-S", "--detailed-summary",
+               "-D", "--list-target-rules", "--list-rules", "-l", "--report", "--dag", "--rulegraph", "--filegraph",
+               "--unlock", "--cleanup-metadata", "--delete-all-output", "--delete-temp-output", "--touch", "-t"}
+
+
+def runs_jobs(argv):
+    """Whether this command line runs jobs (no -n, --lint, --report, ...; -np counts as -n)."""
+    return not any(a in NOT_RUNNING or (a.startswith("-") and not a.startswith("--") and "n" in a[1:]) for a in argv)
+
+
+def job_instruction():
+    """What a job that failed during this run said to do (the newest line that jobs.TODO_PREFIX
+    marks in a log written since the run started: a fetch job's missing dataset, any job's damaged
+    input and the command that rebuilds it), or None."""
+    from reluinit.jobs import TODO_PREFIX
+
+    root = Path(log_file("x")).parent
+    logs = [p for p in root.rglob("*.log") if p.stat().st_mtime >= _STARTED] if root.is_dir() else []
     for log in sorted(logs, key=lambda p: p.stat().st_mtime, reverse=True):
-        if log.stat().st_mtime < _STARTED:
-            continue
         todo = [line.split(TODO_PREFIX, 1)[1] for line in log.read_text().splitlines() if TODO_PREFIX in line]
-        if todo:
+        if not todo:
+            continue
+        if log.parent.name == "datasets":
             return f"{log.stem} is not available here. {todo[-1].rstrip('.')}, or run `--config scale=quick`, which needs no download."
+        return todo[-1]
     return None
+
+
+if workflow.is_main_process and runs_jobs(sys.argv[1:]):
+    sweep_damaged()  # before the DAG is built: what it moves aside, this run rebuilds

@@ -4,8 +4,6 @@ the numbers a reader compares with the paper (the experiment's summary). A job o
 figures (rule figures_<paper>) does this for each of its ids in turn, into the files and log
 that id's own job would write."""
 
-import json
-
 import pandas as pd
 
 from reluinit import catalogue, jobs, paths, plotting
@@ -23,12 +21,11 @@ else:
 for exp_id, parts, settings, out, log_path in todo:
     log = jobs.start(log_path, threads=None)  # no torch here; each id's log is its own
     figure, summary = catalogue.figures_of(exp_id)  # reluinit.figures.<module>: tables in, figures out
-    table = pd.concat([pd.read_csv(p) for p in parts], ignore_index=True)
+    table = pd.concat([jobs.read_table(p) for p in jobs.verified(parts)], ignore_index=True)
     if catalogue.ENTRIES[exp_id].source:  # a view of another experiment's runs: its own id on its rows
         table["experiment"] = exp_id
     jobs.write_table(table, out["table"])
     fig = figure(table, settings)
     plotting.save(fig, [out["pdf"], out["png"]])
-    with open(out["built"], "w") as f:
-        json.dump({"scale": sm.params.scale, "settings": settings}, f, default=str)
+    jobs.write_json({"scale": sm.params.scale, "settings": settings}, out["built"])
     log.info("%s summary:\n%s", exp_id, summary(table).to_string(index=False))

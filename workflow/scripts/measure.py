@@ -13,6 +13,7 @@ def measure(exp_id, job, s, inputs, output, masks_files, log_path):
     """One experiment's job: its parts in order, each seeing the job's inputs less the other
     parts' trained nets and masks (its own in its order)."""
     log = jobs.start(log_path, sm.threads)
+    jobs.verified(list(inputs) + list(masks_files))  # trained nets and masks: whole, or the job stops naming one
     exp = catalogue.get(exp_id)
     keys = plan.measure_jobs(config, exp_id, scale)[job]
     masks = dict(zip(keys, masks_files))  # the parts' masks, from their `prune` jobs

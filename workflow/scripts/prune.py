@@ -4,6 +4,7 @@ from reluinit import catalogue, jobs
 from reluinit.pruning import mask_facts, save_masks
 
 log = jobs.start(snakemake.log[0], snakemake.threads)  # noqa: F821 - injected by Snakemake
+jobs.verified(snakemake.input)  # noqa: F821
 exp_id, key = snakemake.wildcards.exp, snakemake.wildcards.part  # noqa: F821
 log.info("%s part %s: pruning at the %s scale: %s", exp_id, key, snakemake.params.scale, snakemake.params.settings)  # noqa: F821
 runs = catalogue.get(exp_id).masks(snakemake.params.settings, key, snakemake.params.device, list(snakemake.input))  # noqa: F821

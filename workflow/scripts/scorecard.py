@@ -7,6 +7,7 @@ import pandas as pd
 from reluinit import catalogue, claims, jobs
 
 log = jobs.start(snakemake.log[0], threads=None)  # noqa: F821 - injected by Snakemake; reads tables, no torch
+jobs.verified(snakemake.input)  # noqa: F821 - a damaged table stops the verdicts, naming it
 scale = snakemake.params.scale  # noqa: F821
 if snakemake.rule == "claims":  # noqa: F821
     paper = snakemake.wildcards.paper  # noqa: F821

@@ -1,0 +1,148 @@
+"""Results that can prove they are whole: every file a job writes for another to read carries a
+seal, and every reader checks it before use.
+
+A seal is a small JSON file beside the result, ``<file>.seal``: the file's size and SHA-256 (and,
+for a table, its rows and columns, for a message that says what is missing). Writers write the
+file and its seal atomically (a temporary file, then a rename); a seal also keeps the digest of the
+file it replaces, so a job killed between the two renames leaves a pair that still verifies. CSV
+stays plain CSV that any tool reads: a sidecar was chosen over a columnar format with a footer
+(Parquet) because users, notebooks and the reference tree read these tables with anything.
+
+A file without a seal (written before seals existed, or restored from ``reference/``) is read as
+it is. A file whose seal does not match stops the reader with ``DamagedFile``: one line that names
+the file, what is wrong, and the command that rebuilds it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+SUFFIX = ".seal"
+SCALES = ("quick", "smoke", "paper")
+
+
+class DamagedFile(RuntimeError):
+    """A result whose content is not what its writer sealed; the message ends with the fix."""
+
+
+def seal_path(path: str | Path) -> Path:
+    path = Path(path)
+    return path.with_name(path.name + SUFFIX)
+
+
+def digest(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _table_shape(path: Path) -> dict:
+    if path.suffix != ".csv":
+        return {}
+    import pandas as pd
+
+    try:
+        table = pd.read_csv(path)
+    except Exception:  # noqa: BLE001 - a table that does not parse has no shape to report
+        return {}
+    return {"rows": len(table), "columns": list(table.columns)}
+
+
+def write_atomic(path: str | Path, write, shape: dict | None = None) -> None:
+    """``write(tmp_path)`` into a temporary file beside ``path``, then seal it and move it in place:
+    a reader never sees half a file, and the seal is written first (it also accepts the file it
+    replaces, module doc)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    write(tmp)
+    stat = tmp.stat()  # a rename keeps it: the file's size and time as the seal records them
+    record = {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest(tmp), **(shape or {})}
+    target = seal_path(path)
+    previous = digest(path) if path.exists() else None
+    stmp = target.with_name(target.name + ".tmp")
+    stmp.write_text(json.dumps({"file": path.name, **record, "previous_sha256": previous}) + "\n")
+    os.replace(stmp, target)
+    os.replace(tmp, path)
+
+
+def rebuild_command(path: str | Path) -> str:
+    """The command that rebuilds ``path`` (Snakemake runs the job that writes a file named as target)."""
+    parts = Path(path).parts
+    scale = next((p for p in parts if p in SCALES), None)
+    config = f" --config scale={scale}" if scale and scale != "paper" else ""
+    return f"snakemake {path} --force --cores 1{config}"
+
+
+def verify(path: str | Path) -> None:
+    """Raise ``DamagedFile`` when ``path`` does not match its seal (a file without one is read as is)."""
+    path = Path(path)
+    target = seal_path(path)
+    if not target.exists():
+        return
+    if not path.exists():
+        raise DamagedFile(f"{path} is missing (its seal is there): rebuild it with `{rebuild_command(path)}`")
+    try:
+        record = json.loads(target.read_text())
+    except (OSError, ValueError) as e:
+        raise DamagedFile(f"{target}, the seal of {path}, is unreadable ({e}): rebuild the file with "
+                          f"`{rebuild_command(path)}`") from None
+    found = digest(path)
+    if found in (record.get("sha256"), record.get("previous_sha256")):
+        return
+    size = path.stat().st_size
+    if size != record["bytes"]:
+        what = f"{size:,} bytes where {record['bytes']:,} were written"
+    else:
+        what = "the same size as written but other bytes"
+    shape = _table_shape(path) if "rows" in record else {}
+    if shape and shape["rows"] != record["rows"]:
+        what += f", {shape['rows']:,} rows of {record['rows']:,}"
+    elif "rows" in record and not shape:
+        what += ", and it no longer parses as a table"
+    raise DamagedFile(f"{path} is damaged: {what}. Rebuild it with `{rebuild_command(path)}`")
+
+
+def verify_all(paths) -> None:
+    for p in paths:
+        verify(p)
+
+
+def sweep(root: str | Path) -> list[tuple[Path, Path, str]]:
+    """Move aside (``<name>.damaged``, with its seal) every sealed file under ``root`` that is not
+    what was sealed. Cheap: one ``stat`` a file; only a file whose size or time changed is hashed
+    (a file whose content still matches, copied or touched, gets its time re-recorded). Returns
+    (file, where it went, what was wrong) for each."""
+    moved = []
+    root = Path(root)
+    if not root.is_dir():
+        return moved
+    for target in root.rglob(f"*{SUFFIX}"):
+        path = target.with_name(target.name[: -len(SUFFIX)])
+        if path.name.endswith(".damaged") or not path.exists():
+            continue
+        try:
+            record = json.loads(target.read_text())
+            stat = path.stat()
+        except (OSError, ValueError):
+            continue  # an unreadable seal: the reader's verify names it
+        if stat.st_size == record.get("bytes") and stat.st_mtime_ns == record.get("mtime_ns"):
+            continue
+        if stat.st_size == record.get("bytes"):
+            if digest(path) in (record.get("sha256"), record.get("previous_sha256")):
+                record["mtime_ns"] = stat.st_mtime_ns  # the same bytes with another time: kept
+                target.write_text(json.dumps(record) + "\n")
+                continue
+            why = "the same size as written but other bytes"
+        else:
+            why = f"{stat.st_size:,} bytes where {record.get('bytes', 0):,} were written"
+        aside = path.with_name(path.name + ".damaged")
+        os.replace(path, aside)
+        os.replace(target, seal_path(aside))
+        moved.append((path, aside, why))
+    return moved

@@ -1,0 +1,134 @@
+"""Results prove they are whole (reluinit.integrity): a sealed file that changed is found, by its
+reader (one line: the file, what is wrong, the command that rebuilds it) or by the sweep before a
+run (moved aside, so that the run rebuilds it); a checkpoint that does not load is a fresh start."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import torch
+
+from reluinit import integrity, jobs
+from reluinit.training import Checkpoint, DeviceData, Recipe, fit, save_checkpoint
+
+TABLE = pd.DataFrame({"width": [100, 500, 1000] * 4, "ratio": [0.5 + i / 10 for i in range(12)]})
+
+
+def _table(tmp_path, name="results/quick/OP/OP-F1.csv"):
+    path = tmp_path / name
+    jobs.write_table(TABLE.copy(), path, experiment="OP-F1")
+    return path
+
+
+def test_a_written_table_verifies_and_its_seal_says_its_shape(tmp_path):
+    path = _table(tmp_path)
+    integrity.verify(path)
+    seal = json.loads(integrity.seal_path(path).read_text())
+    assert seal["rows"] == 12 and seal["columns"] == ["experiment", "width", "ratio"]
+    assert seal["bytes"] == path.stat().st_size and seal["sha256"] == integrity.digest(path)
+    assert not list(path.parent.glob("*.tmp"))
+
+
+def test_a_truncated_table_is_named_with_its_rows_and_the_rebuild_command(tmp_path):
+    path = _table(tmp_path)
+    text = path.read_text()
+    path.write_text(text[: len(text) // 2])
+    with pytest.raises(integrity.DamagedFile) as err:
+        jobs.read_table(path)
+    assert str(err.value) == (f"{path} is damaged: {len(text) // 2} bytes where {len(text)} were written, "
+                              f"{len(pd.read_csv(path))} rows of 12. Rebuild it with "
+                              f"`snakemake {path} --force --cores 1 --config scale=quick`")
+
+
+def test_same_size_bytes_are_caught_and_a_paper_table_needs_no_scale(tmp_path):
+    path = _table(tmp_path, "results/paper/OP/OP-F1.csv")
+    data = bytearray(path.read_bytes())
+    data[40:44] = b"9999"
+    path.write_bytes(bytes(data))
+    with pytest.raises(integrity.DamagedFile, match="the same size as written but other bytes. Rebuild it with "
+                                                    f"`snakemake {path} --force --cores 1`$"):
+        integrity.verify(path)
+
+
+def test_a_file_without_a_seal_is_read_as_it_is(tmp_path):
+    path = tmp_path / "restored.csv"
+    TABLE.to_csv(path, index=False)
+    integrity.verify(path)
+
+
+def test_a_seal_accepts_the_file_it_replaced_so_a_kill_between_the_renames_is_safe(tmp_path):
+    path = _table(tmp_path)
+    old = path.read_bytes()
+    jobs.write_table(TABLE.assign(ratio=1.0), path)  # a rerun writes another table
+    path.write_bytes(old)  # as if killed after the seal's rename, before the table's
+    integrity.verify(path)
+
+
+def test_the_sweep_moves_aside_what_changed_and_keeps_what_was_only_touched(tmp_path):
+    cut, flipped, touched, whole = (_table(tmp_path, f"results/quick/T{i}.csv") for i in range(4))
+    cut.write_text(cut.read_text()[:30])
+    data = bytearray(flipped.read_bytes())
+    data[-3] = ord("7") if data[-3] != ord("7") else ord("8")
+    flipped.write_bytes(bytes(data))
+    os.utime(touched, ns=(1, 1))
+    moved = integrity.sweep(tmp_path / "results")
+    assert sorted((p.name, why) for p, _, why in moved) == sorted([
+        ("T0.csv", f"30 bytes where {whole.stat().st_size} were written"),
+        ("T1.csv", "the same size as written but other bytes")])
+    assert not cut.exists() and (tmp_path / "results/quick/T0.csv.damaged").exists()
+    assert integrity.seal_path(tmp_path / "results/quick/T0.csv.damaged").exists()
+    assert touched.exists() and whole.exists()
+    assert integrity.sweep(tmp_path / "results") == []  # the touched file's time is now recorded
+
+
+def test_uncaught_errors_reach_the_job_log(tmp_path):
+    log = tmp_path / "job.log"
+    code = f"from reluinit import jobs\njobs.start({str(log)!r}, threads=None)\nraise ValueError('the loss table is empty')"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 1
+    text = log.read_text()
+    assert "the job failed: ValueError: the loss table is empty" in text and "Traceback" in text
+
+
+# --- checkpoints --------------------------------------------------------------------------------
+
+
+def _data(n=64, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return DeviceData(torch.randn(n, 6, generator=gen), torch.arange(n) % 3, "cpu")
+
+
+def _run(checkpoint, epochs=3):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    recipe = Recipe(lr=0.05, batch_size=16, epochs=epochs, schedule="constant")
+    return model, fit(model, _data(), _data(32, 1), recipe, seed=1, checkpoint=checkpoint)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "flipped", "random"])
+def test_a_damaged_checkpoint_is_moved_aside_and_the_run_starts_afresh(tmp_path, caplog, damage):
+    path = tmp_path / "run.pt"
+    _run(Checkpoint(path), epochs=1)
+    data = path.read_bytes()
+    damaged = {"truncated": data[: len(data) // 2], "empty": b"",
+               "flipped": data[:-200] + bytes(b ^ 0xFF for b in data[-200:-184]) + data[-184:],
+               "random": os.urandom(len(data))}[damage]
+    path.write_bytes(damaged)
+    caplog.set_level("INFO", logger="reluinit.training")
+    model, run = _run(Checkpoint(path))
+    lines = [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith(f"{path} is damaged (") and "the run starts afresh" in lines[0]
+    assert (tmp_path / "run.pt.damaged").read_bytes() == damaged
+    assert run.final["epoch"] == 3 and not any("resumed" in r.getMessage() for r in caplog.records)
+    fresh, _ = _run(None)
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), fresh.state_dict().values()))
+
+
+def test_a_checkpoint_is_sealed_and_resumes_when_whole(tmp_path):
+    path = tmp_path / "run.pt"
+    save_checkpoint({"x": torch.arange(3)}, path)
+    integrity.verify(path)
+    assert json.loads(integrity.seal_path(path).read_text())["bytes"] == path.stat().st_size
