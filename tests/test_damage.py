@@ -1,8 +1,9 @@
 """A damaged result is named, never used (on a copy of the shared quick build): a part file, a
 table, a mask file and a trained net, cut short or with bytes changed in place, are moved aside
-before the run and rebuilt to the same content; a damaged input that only its reader can see (its
-file time kept) stops that job with one line naming the file and the command that rebuilds it,
-and that command works."""
+before the run, each named with the command that rebuilds it; a target's own file is rebuilt by
+the run, every one to the same content as before; a damaged input that only its reader can see
+(its file time kept) stops that job with one line naming the file and the command that rebuilds
+it, and that command works."""
 
 import os
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 from conftest import copy_build, snakemake
+from reluinit import integrity
 
 pytestmark = pytest.mark.workflow
 
@@ -40,7 +42,15 @@ def _flip(path: Path, keep_time: bool = False) -> None:
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
 
 
-def test_damaged_tables_and_part_files_are_moved_aside_and_rebuilt_the_same(quick_build, tmp_path):
+def _moved(run, wf: Path, path: Path) -> str:
+    """The command the run's line about ``path`` gives to rebuild it."""
+    rel = path.relative_to(wf)
+    line = next(l for l in run.stderr.splitlines() if l.startswith(f"{rel} is damaged ("))
+    assert f"moved to {rel}.damaged, never read" in line, line
+    return line.split("or now with `", 1)[1].rstrip("`.")
+
+
+def test_damaged_tables_are_rebuilt_and_a_damaged_part_file_is_moved_aside_and_rebuilt_the_same(quick_build, tmp_path):
     wf = copy_build(quick_build, tmp_path / "wf")
     part, cut_table, flipped_table = (wf / Q / "OP/OP-F1/all-parts.csv", wf / Q / "OP/OP-F2.csv",
                                       wf / Q / "OP/OP-F3.csv")
@@ -52,37 +62,40 @@ def test_damaged_tables_and_part_files_are_moved_aside_and_rebuilt_the_same(quic
     _flip(flipped_table)
     run = snakemake("op_f1", "op_f2", "op_f3", "--cores", "2", "--config", "scale=quick", cwd=wf)
     assert run.returncode == 0, run.stderr[-3000:]
-    for p in originals:
-        rel = p.relative_to(wf)
-        assert f"{rel} is damaged (" in run.stderr and f"moved to {rel}.damaged; this run rebuilds it." in run.stderr
-        _same_table(p, originals[p])
     assert "the same size as written but other bytes" in run.stderr
+    for table in (cut_table, flipped_table):  # the targets' own files: rebuilt by this run
+        _moved(run, wf, table)
+        _same_table(table, originals[table])
+    fix = _moved(run, wf, part)  # read by a job that had nothing to do: rebuilt by its command
+    assert fix == "snakemake results/quick/OP/OP-F1/all-parts.csv --cores 1 --config scale=quick"
+    rebuilt = snakemake(*fix.split()[1:], cwd=wf)
+    assert rebuilt.returncode == 0, rebuilt.stderr[-2000:]
+    _same_table(part, originals[part])
 
 
-def test_damaged_masks_and_trained_nets_are_rebuilt_the_same(quick_build, tmp_path):
+def test_damaged_masks_and_trained_nets_are_moved_aside_and_rebuilt_the_same(quick_build, tmp_path):
     wf = copy_build(quick_build, tmp_path / "wf")
     masks, net = wf / Q / "RP/RP-F3/masks/group0.pt", wf / Q / "trained/LR-MNIST/d4w16-run0.pt"
     before = {"masks": torch.load(masks, weights_only=True), "net": torch.load(net, weights_only=True)}
-    tables = {p: tmp_path / p.name for p in (wf / Q / "RP/RP-F3.csv", wf / Q / "LR/LR-F7.csv")}
-    for p, copy in tables.items():
-        copy.write_bytes(p.read_bytes())
     _flip(masks)
     _cut(net)
     run = snakemake("rp_f3", "lr_f7", "--cores", "2", "--config", "scale=quick", cwd=wf)
     assert run.returncode == 0, run.stderr[-3000:]
     assert f"{masks.relative_to(wf)} is damaged (the same size as written but other bytes)" in run.stderr
-    assert f"{net.relative_to(wf)} is damaged (" in run.stderr
+    for path in (masks, net):
+        rebuilt = snakemake(*_moved(run, wf, path).split()[1:], cwd=wf)
+        assert rebuilt.returncode == 0, rebuilt.stderr[-2000:]
     after = {"masks": torch.load(masks, weights_only=True), "net": torch.load(net, weights_only=True)}
     assert repr(after["masks"]) == repr(before["masks"])  # the same bits, facts and seeds
     assert all(torch.equal(a["weights"][i], b["weights"][i]) for a, b in zip(after["net"], before["net"])
                for i in range(len(a["weights"])))
-    for p, copy in tables.items():
-        _same_table(p, copy)
 
 
 def test_a_damaged_input_its_reader_finds_stops_the_job_with_the_fix(quick_build, tmp_path):
     """Bytes changed with the file's time put back: only the job that reads the masks can tell."""
     wf = copy_build(quick_build, tmp_path / "wf")
+    # Snakemake sets its outputs' times after a job: a run's sweep hashes those once and re-records
+    assert integrity.sweep(wf / Q) == []
     masks = Q / "RP/RP-F3/masks/group0.pt"
     _flip(wf / masks, keep_time=True)
     part = Q / "RP/RP-F3/group0.csv"

@@ -126,6 +126,8 @@ def _machine() -> str:
 
 
 PARTS_COLUMNS = ["experiment", "part", "job_seconds", "commit", "machine", "code", "settings"]
+# Read as text: a short hash such as 663e607 or 12345e6 would otherwise read as a float.
+TEXT = {"commit": str, "machine": str, "code": str, "settings": str}
 
 
 def fingerprints(exp: str, config_file: str | Path = "config.yaml") -> dict[str, str]:
@@ -163,8 +165,8 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
     ``parts.csv`` keeps one row per finished job (seconds, commit, CPU), so its time and the
     commits and CPUs that made it stay known after ``restore`` and the run that completes it."""
     results, out = Path(results), Path(out)
-    old = pd.read_csv(out / "runs.csv").set_index("experiment") if (out / "runs.csv").exists() else None
-    old_parts = (pd.read_csv(out / "parts.csv") if (out / "parts.csv").exists()
+    old = pd.read_csv(out / "runs.csv", dtype=TEXT).set_index("experiment") if (out / "runs.csv").exists() else None
+    old_parts = (pd.read_csv(out / "parts.csv", dtype=TEXT) if (out / "parts.csv").exists()
                  else pd.DataFrame(columns=PARTS_COLUMNS))
     rows, part_rows = [], []
     here = {"commit": _commit(), "machine": _machine()}  # this checkout and CPU, once per export
@@ -254,7 +256,7 @@ def restore(root: str | Path, results: str | Path) -> tuple[list[Path], list[str
     measuring code and settings are today's (``parts.csv``), since Snakemake cannot tell a copied
     file's age. Returns the files restored and, for each part left out, why (its job reruns)."""
     root = Path(root)
-    made = (pd.read_csv(root / "parts.csv").set_index(["experiment", "part"]) if (root / "parts.csv").exists()
+    made = (pd.read_csv(root / "parts.csv", dtype=TEXT).set_index(["experiment", "part"]) if (root / "parts.csv").exists()
             else pd.DataFrame())
     restored, left_out, now = [], [], {}
     for f in sorted(root.glob("*/*/*.csv*")):
@@ -295,7 +297,7 @@ def render(root: str | Path, claims_file: str = "claims.yaml", notebooks: bool =
     if notebooks:
         for paper in PAPERS:
             _notebook(root, paper)
-    runs = pd.read_csv(root / "runs.csv")
+    runs = pd.read_csv(root / "runs.csv", dtype=TEXT)
     if (root / "training.csv").exists():
         runs.attrs["training"] = pd.read_csv(root / "training.csv")
     (root.parent / "README.md").write_text(reference_readme(card, runs))

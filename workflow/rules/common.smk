@@ -353,13 +353,16 @@ def check_device():
 
 
 def sweep_damaged():
-    """Results whose size is not what their writer sealed (a truncated table, part file, mask or
-    net) are moved aside before the DAG is built, so that this run rebuilds them; each is named
-    once. A same-size change is caught by the job that reads the file (reluinit.integrity)."""
+    """Results that are not what their writer sealed (a table, part file, mask or net cut short or
+    changed; reluinit.integrity.sweep) are moved aside before the DAG is built, each named once:
+    a target's file is then rebuilt by this run, and a file only other jobs read is rebuilt when
+    one of them next runs, or at once with the command given. Never read either way."""
     from reluinit import integrity
 
+    scale = "" if SCALE == "paper" else f" --config scale={SCALE}"
     for path, aside, reason in integrity.sweep(RESULTS):
-        print(f"{path} is damaged ({reason}): moved to {aside}; this run rebuilds it.", file=sys.stderr)
+        print(f"{path} is damaged ({reason}): moved to {aside}, never read; it is rebuilt when a job needs it, "
+              f"or now with `snakemake {path} --cores 1{scale}`.", file=sys.stderr)
 
 
 # Command-line words after which Snakemake plans, lists or reports but runs no job.
