@@ -146,7 +146,8 @@ def test_ep_f8_quick_runs_resume_from_their_checkpoints(tmp_path):
     e = get("EP-F8")
     (key,) = e.parts(s)
     table = e.measure(s, key, device="cpu", checkpoints=str(tmp_path))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["plain-rep0.pt", "trajreg-rep0.pt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plain-rep0.pt", "plain-rep0.pt.seal", "trajreg-rep0.pt",
+                                                          "trajreg-rep0.pt.seal"]  # each with its seal
     again = e.measure(s, key, device="cpu", checkpoints=str(tmp_path))  # resumed: nothing left to train
     cols = ["kind", "variant", "epoch", "layer", "length", "sigma_w", "test_acc"]
     assert again[cols].equals(table[cols])

@@ -261,4 +261,5 @@ for _exp in EXPERIMENTS:
             paths.target(_exp)
         input:
             figure_files(_exp),
+            paths.table(RESULTS, _exp),  # a table moved aside as damaged is rebuilt by its target
         localrule: True
