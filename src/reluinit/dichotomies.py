@@ -76,7 +76,7 @@ def sweep(net: MLP, w1: torch.Tensor, x: torch.Tensor, layer: int, readouts: tor
             both = labels if last_labels[i] is None else torch.cat([last_labels[i], labels])
             flips[i] += (both[1:] != both[:-1]).sum().item()
             last_labels[i] = labels[-1:]
-            codes[i].append(labels @ bit)
+            codes[i].append((labels * bit).sum(1))  # no integer matmul on CUDA
     trans = trans.cumsum(0)  # a depth-d net's transitions are those of its layers layer+1..d
     dich = np.array([len(torch.unique(torch.cat(c))) for c in codes])
     return Sweep(layer, np.arange(layer + 1, n_layers + 1), dich, flips.numpy().astype(int),

@@ -18,6 +18,7 @@ On ``--device cpu`` both sides are the CPU: the rows then show the machinery run
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import tempfile
 import warnings
@@ -80,7 +81,7 @@ def regions(dev, tiny: bool) -> list[dict]:
 
 def pruning(dev, tiny: bool) -> list[dict]:
     from ..models import ResNet, initialize
-    from ..pruning import PRUNERS, masks_from_scores, synflow_masks
+    from ..pruning import PRUNERS, synflow_masks
 
     depth, per_class, rounds = (8, 2, 5) if tiny else (32, 10, 100)
     model = initialize(ResNet(depth), "kaiming_fan_out", seed=0)
@@ -90,27 +91,17 @@ def pruning(dev, tiny: bool) -> list[dict]:
     cpu = torch.device("cpu")
     rows = []
     for method in ("snip", "grasp"):
-        scores = {}
-        for d in (cpu, dev):
+        def scores(d):
             m = copy.deepcopy(model).to(d)
             s = PRUNERS[method].scores(m, x=x.to(d), y=y.to(d), in_shape=(3, 32, 32), seed=0, temperature=200.0)
-            scores[d] = {k: v.detach().double().cpu() for k, v in s.items()}
-        flat_cpu = torch.cat([v.flatten() for v in scores[cpu].values()])
-        flat_dev = torch.cat([v.flatten() for v in scores[dev].values()])
-        masks = {d: torch.cat([v.flatten() for v in masks_from_scores(scores[d], DENSITY).values()]).bool()
-                 for d in (cpu, dev)}
-        differ = masks[cpu] != masks[dev]
-        k = round(DENSITY * len(flat_cpu))
-        threshold = flat_cpu.topk(k).values[-1]
-        ties = int((flat_cpu == threshold).sum()) - 1  # weights sharing the threshold's score
-        near = (flat_cpu - threshold).abs() <= NEAR_TIE_RTOL * threshold.abs()
-        score_rel = float(((flat_dev - flat_cpu).abs() / flat_cpu.abs().clamp_min(1e-30)).median())
-        rows.append(_row("pruning masks", method.upper(), int(masks[dev].sum()), int(masks[cpu].sum()),
-                         float(differ.float().mean()), f"every differing weight a near tie (CPU score within "
-                         f"{NEAR_TIE_RTOL:g} of the threshold)", bool((~differ | near).all()),
-                         f"ResNet{depth} doubled, density {DENSITY}, {len(y)} images: {int(differ.sum())} of "
-                         f"{len(flat_cpu):,} masks differ; {ties} other weights share the threshold's score "
-                         f"exactly, {int(near.sum())} lie within {NEAR_TIE_RTOL:g} of it; median relative score difference {score_rel:.2g}"))
+            return {k: v.detach().double().cpu() for k, v in s.items()}
+        cpu_scores = scores(cpu)
+        variants = [("", scores(dev))]
+        if dev.type == "cuda":  # convolutions default to TF32 on Ampere and later; the papers' GPUs had none
+            with _tf32(False):
+                variants.append((" (TF32 off)", scores(dev)))
+        for suffix, dev_scores in variants:
+            rows.append(_mask_row(method.upper() + suffix, cpu_scores, dev_scores, depth, len(y)))
     masks = {d: torch.cat([v.flatten().cpu() for v in synflow_masks(copy.deepcopy(model).to(d), (3, 32, 32), DENSITY,
                                                                      rounds).values()]).bool() for d in (cpu, dev)}
     differ = masks[cpu] != masks[dev]
@@ -120,6 +111,40 @@ def pruning(dev, tiny: bool) -> list[dict]:
                      f"{len(differ):,} masks differ (iterative: no single threshold, ties not counted)"))
     return rows
 
+
+
+@contextlib.contextmanager
+def _tf32(on: bool):
+    """Allow or forbid TF32 in CUDA matmuls and cuDNN convolutions for the duration."""
+    old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = on
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+
+
+def _mask_row(item: str, cpu_scores: dict, dev_scores: dict, depth: int, n_images: int) -> dict:
+    """One method's masks at ``DENSITY`` from device and CPU scores: the share that differs, and whether every
+    differing weight is a near tie of the CPU threshold."""
+    from ..pruning import masks_from_scores
+
+    flat_cpu = torch.cat([v.flatten() for v in cpu_scores.values()])
+    flat_dev = torch.cat([v.flatten() for v in dev_scores.values()])
+    masks = [torch.cat([v.flatten() for v in masks_from_scores(s, DENSITY).values()]).bool()
+             for s in (cpu_scores, dev_scores)]
+    differ = masks[0] != masks[1]
+    k = round(DENSITY * len(flat_cpu))
+    threshold = flat_cpu.topk(k).values[-1]
+    ties = int((flat_cpu == threshold).sum()) - 1  # weights sharing the threshold's score
+    near = (flat_cpu - threshold).abs() <= NEAR_TIE_RTOL * threshold.abs()
+    score_rel = float(((flat_dev - flat_cpu).abs() / flat_cpu.abs().clamp_min(1e-30)).median())
+    return _row("pruning masks", item, int(masks[1].sum()), int(masks[0].sum()), float(differ.float().mean()),
+                f"every differing weight a near tie (CPU score within {NEAR_TIE_RTOL:g} of the threshold)",
+                bool((~differ | near).all()),
+                f"ResNet{depth} doubled, density {DENSITY}, {n_images} images: {int(differ.sum())} of "
+                f"{len(flat_cpu):,} masks differ; {ties} other weights share the threshold's score exactly, "
+                f"{int(near.sum())} lie within {NEAR_TIE_RTOL:g} of it; median relative score difference {score_rel:.2g}")
 
 def generated(n: int, dev, shape, learnable: bool = False, seed: int = 3):
     """``n`` generated images and labels on ``dev``; ``learnable``: each class adds its own colour
