@@ -65,38 +65,38 @@ def random_net(
 ) -> MLP:
     """A random net with layer widths ``[n_0, ..., n_L]`` from one of TG's families (module doc).
 
-    Weights are drawn with a generator on ``device`` seeded with ``seed``: the same seed gives the
-    same net on every run on that kind of device (random streams differ between CPU and CUDA,
-    and the device is recorded with the results).
+    Weights are drawn on the CPU with a generator seeded with ``seed`` and then moved to ``device``:
+    the same seed gives the same net on every device (CUDA's random stream differs from the CPU's,
+    which once made the GPU's nets other nets than the reference's).
     """
     if dist not in DISTRIBUTIONS:
         raise ValueError(f"unknown distribution {dist!r}; known: {DISTRIBUTIONS}")
     if not 0 < alpha <= 1:
         raise ValueError(f"density alpha must be in (0, 1], got {alpha}")
-    device = torch.device(device)
-    gen = torch.Generator(device=device).manual_seed(seed)
+    cpu = torch.device("cpu")
+    gen = torch.Generator().manual_seed(seed)
     C = discrete_C(sigma_w) if dist == "discrete" else None
     weights, biases = [], []
     for fan_in, fan_out in zip(widths[:-1], widths[1:]):
         shape = (fan_out, fan_in)
         if dist == "discrete":
-            w = torch.randint(-C, C + 1, shape, generator=gen, device=device).to(dtype) / math.sqrt(fan_in)
-            b = (torch.randint(0, 2, (fan_out,), generator=gen, device=device).to(dtype) * 2 - 1) * bias
+            w = torch.randint(-C, C + 1, shape, generator=gen).to(dtype) / math.sqrt(fan_in)
+            b = (torch.randint(0, 2, (fan_out,), generator=gen).to(dtype) * 2 - 1) * bias
         else:
-            w = _draw(dist, shape, sigma_w / math.sqrt(fan_in), gen, device, dtype)
-            b = _draw(dist, (fan_out,), bias / (math.sqrt(3) if dist == "uniform" else 1.0), gen, device, dtype)
+            w = _draw(dist, shape, sigma_w / math.sqrt(fan_in), gen, cpu, dtype)
+            b = _draw(dist, (fan_out,), bias / (math.sqrt(3) if dist == "uniform" else 1.0), gen, cpu, dtype)
         if alpha < 1:
-            w = w * (torch.rand(shape, generator=gen, device=device, dtype=dtype) < alpha)
-        weights.append(w)
-        biases.append(b)
+            w = w * (torch.rand(shape, generator=gen, dtype=dtype) < alpha)
+        weights.append(w.to(device))
+        biases.append(b.to(device))
     return MLP(weights, biases, activation=activation)
 
 
 def subvector_norms(u: torch.Tensor, alpha: float, n_draws: int, seed: int) -> np.ndarray:
     """‖u_J‖ for ``n_draws`` random index sets J that keep each coordinate with probability
     ``alpha`` (TG Lemma 7 and Appendix B: between alpha ‖u‖ and sqrt(alpha) ‖u‖ in expectation)."""
-    gen = torch.Generator(device=u.device).manual_seed(seed)
-    keep = torch.rand((n_draws, len(u)), generator=gen, device=u.device, dtype=u.dtype) < alpha
+    gen = torch.Generator().manual_seed(seed)  # on the CPU: the same index sets on every device
+    keep = (torch.rand((n_draws, len(u)), generator=gen, dtype=u.dtype) < alpha).to(u.device)
     return torch.linalg.vector_norm(keep * u, dim=1).cpu().numpy()
 
 
