@@ -15,6 +15,8 @@ the paper says that number is::
       expect: "<= 0.1"        # or "> 0", "== true", or "1.5 ± 0.15" (absolute tolerance)
       scale: any              # or paper: not judged on the quick scale's toy sizes
       why: ...                # optional: what a disagreement means (read on the scorecard)
+      also: {label: ..., where: ...}   # optional: the same measure under another filter, in the note
+      note: ...               # optional: a fixed remark on how the claim reads the table, in the note
 
 ``measure`` is a Python expression over ``t`` (the filtered table, restricted to ``columns`` so
 that every column a claim reads is declared), ``np``, ``pd``, the helpers below and plain builtins
@@ -98,6 +100,10 @@ class Claim:
     where: str | None = None
     scale: str = "any"
     why: str = ""
+    # The same measure under another row filter, shown in the note beside the verdict's number
+    # ({"label": ..., "where": ...}): e.g. TG's growth over all layers beside layers 2..L.
+    also: dict | None = None
+    note: str = ""  # a fixed remark shown in the note (how the claim reads the table)
     # A cell of a paper table (cell blocks only): its key values, and the paper's "mean ± sd".
     cell: dict | None = None
     reported: str = ""
@@ -177,16 +183,17 @@ def missing_columns(claim: Claim, table: pd.DataFrame) -> list[str]:
     return [c for c in claim.columns if c not in table.columns]
 
 
-def measure(claim: Claim, table: pd.DataFrame) -> float | None:
-    """The claim's number on ``table`` (None when no row matches its filter); raises on a claim
-    that names a column the table lacks."""
+def measure(claim: Claim, table: pd.DataFrame, where: str | None = "claim") -> float | None:
+    """The claim's number on ``table`` (None when no row matches its filter, or ``where`` when
+    given); raises on a claim that names a column the table lacks."""
     check_measure(claim.id, claim.measure)
     missing = missing_columns(claim, table)
     if missing:
         raise KeyError(f"claim {claim.id}: table {claim.table} has no column(s) {missing}")
     t = table[claim.columns]
-    if claim.where:
-        t = t.query(claim.where)
+    where = claim.where if where == "claim" else where
+    if where:
+        t = t.query(where)
     if t.empty:
         return None
     value = eval(claim.measure, {"__builtins__": SAFE_BUILTINS, **HELPERS}, {"t": t})  # noqa: S307 - checked above
@@ -235,8 +242,13 @@ def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str) -> dict:
         row["note"] = "no rows match: not in this configuration"
         return row
     row["measured"] = measured
+    notes = [claim.note] if claim.note else []
+    if claim.also:
+        other = measure(claim, table, claim.also.get("where"))
+        notes.append(f"{claim.also['label']}: {'no rows' if other is None else f'{other:.4g}'}")
     if not np.isfinite(measured):
-        row["note"] = "the measure is not finite"
+        notes.insert(0, "the measure is not finite")
+    row["note"] = "; ".join(notes)
     row["verdict"] = REPRODUCED if judge(op, value, tol, measured) else NOT_REPRODUCED
     return row
 

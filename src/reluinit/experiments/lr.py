@@ -32,18 +32,29 @@ def net_parts(s: dict) -> dict[str, dict]:
 
 
 def plane_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
-    """One row per polygon vertex: the exact partition of ``[-r, r]^2`` after each hidden layer."""
+    """One row per polygon vertex: the exact partition of ``[-r, r]^2`` after each hidden layer
+    (``net_kind`` "deep"). With ``shallow_twin``, also that of a one-hidden-layer net with as many
+    neurons (width x depth, the same init, its own seed; ``net_kind`` "shallow"): LR's Theorem 1
+    says the two have the same complexity."""
     _, seed = resolve_part(net_parts(s), s["seed"], key)
-    net = _net(s, 2, seed)
-    layers = plane_regions(net, np.zeros(2), np.array([1.0, 0.0]), np.array([0.0, 1.0]), s["half_side"])
+    frames = [_partition(_net(s, 2, seed), s["half_side"], "deep").assign(width=s["width"], depth=s["depth"])]
+    if s.get("shallow_twin"):
+        twin = {**s, "width": s["width"] * s["depth"], "depth": 1}
+        frames.append(_partition(_net(twin, 2, part_seed(seed, 1)), s["half_side"], "shallow")
+                      .assign(width=twin["width"], depth=1))
+    return pd.concat(frames, ignore_index=True).assign(net=key, net_seed=seed)
+
+
+def _partition(net, half_side: float, kind: str) -> pd.DataFrame:
+    layers = plane_regions(net, np.zeros(2), np.array([1.0, 0.0]), np.array([0.0, 1.0]), half_side)
     rows = []
     for layer, polygons in enumerate(layers, start=1):
-        log.info("layer %d: %d regions", layer, len(polygons))
+        log.info("%s net, layer %d: %d regions", kind, layer, len(polygons))
         for i, poly in enumerate(polygons):
             for j, (u, v) in enumerate(poly.vertices):
                 rows.append((layer, i, j, u, v, poly.area, poly.bounded, len(polygons)))
     df = pd.DataFrame(rows, columns=["layer", "region", "vertex", "u", "v", "area", "bounded", "n_regions"])
-    return df.assign(net=key, net_seed=seed, width=s["width"], depth=s["depth"])
+    return df.assign(net_kind=kind)
 
 
 # --- LR-F3: Telgarsky's sawtooth, exact and perturbed ---------------------------------------

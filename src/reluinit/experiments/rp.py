@@ -83,8 +83,9 @@ def _chi_stages(s: dict, x, y, sigma_w: float, seed: int, dev) -> tuple[dict, di
 def f1_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
     """SBP at ``sparsity`` on a depth-100, width-100 FFNN; one row per hidden neuron of the first
     net: the share of its incoming weights kept. With chi measured on the batch at every stage of
-    ``CHI_STAGES`` for ``n_nets`` nets (mean and sd over them: Proposition 1 is a statement about
-    the random init, and one net's chi varies by a few percent), the first net being the one shown."""
+    ``CHI_STAGES`` for ``n_nets`` nets (mean and sd over them, and each net's value ";"-joined in
+    ``chi_measured_<stage>_nets``: Proposition 1 is a statement about the random init, and one net's
+    chi varies by a few percent), the first net being the one shown."""
     _, seed = resolve_part(f1_parts(s), s["seed"], key)
     dev = resolve_device(device)
     sigma_w = eoc_sigma_w(s["sigma_b"], s["activation"]) if key == "eoc" else s["chaotic_sigma_w"]
@@ -107,6 +108,8 @@ def f1_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFra
     measured = {f"chi_measured_{k}": chis[k].mean(skipna=False) for k in CHI_STAGES}
     measured |= {f"chi_measured_{k}_sd": chis[k].std(ddof=1, skipna=False) if len(chis) > 1 else 0.0
                  for k in CHI_STAGES}
+    # each net's chi, so that a mean, its standard error or a test can be recomputed from the table
+    measured |= {f"chi_measured_{k}_nets": ";".join(f"{v:.6f}" for v in chis[k]) for k in CHI_STAGES}
     return pd.concat(rows, ignore_index=True).assign(
         phase=key, sigma_w=sigma_w, sigma_b=s["sigma_b"], chi=chi(sigma_w, s["sigma_b"], s["activation"]),
         **measured, chi_nets=s["n_nets"], sparsity=s["sparsity"], net_seed=seed, dataset=data.name)

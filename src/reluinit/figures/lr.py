@@ -11,25 +11,42 @@ import seaborn as sns
 from .. import plotting
 
 
+def _deep(table: pd.DataFrame) -> pd.DataFrame:
+    """The deep net's rows (tables made before ``net_kind`` hold only those)."""
+    return table[table["net_kind"] == "deep"] if "net_kind" in table else table
+
+
 def plane_figure(table: pd.DataFrame, s: dict, title: str, layers: list[int] | None = None):
+    """The first net's partition after each of ``layers``, and its shallow twin's when measured."""
     first = table[table["net"] == table["net"].iloc[0]]
-    layers = layers or sorted(first["layer"].unique())
-    fig, axes = plotting.panels(len(layers), width=3.6, height=3.6)
+    deep = _deep(first)
+    shallow = first[first["net_kind"] == "shallow"] if "net_kind" in first else first.iloc[:0]
+    layers = layers or sorted(deep["layer"].unique())
+    fig, axes = plotting.panels(len(layers) + (not shallow.empty), width=3.6, height=3.6)
     for ax, layer in zip(axes, layers):
-        plotting.polygons(ax, first[first["layer"] == layer])
-        n = first.loc[first["layer"] == layer, "n_regions"].iloc[0]
+        plotting.polygons(ax, deep[deep["layer"] == layer])
+        n = deep.loc[deep["layer"] == layer, "n_regions"].iloc[0]
         ax.set(title=f"after layer {layer}: {n} regions", xlabel="$x_1$", ylabel="$x_2$")
+    if not shallow.empty:
+        plotting.polygons(axes[-1], shallow)
+        axes[-1].set(title=f"one layer of {shallow['width'].iloc[0]}: {shallow['n_regions'].iloc[0]} regions",
+                     xlabel="$x_1$", ylabel="$x_2$")
     fig.suptitle(title)
     return fig
 
 
 def plane_summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Regions per layer (mean over nets) and the share of the square in bounded regions."""
-    per_poly = table.drop_duplicates(["net", "layer", "region"])
-    return per_poly.groupby("layer").agg(
+    """Regions per layer (mean over nets) and the share of the square in bounded regions; with a
+    shallow twin, its regions (mean over nets) beside them."""
+    per_poly = _deep(table).drop_duplicates(["net", "layer", "region"])
+    out = per_poly.groupby("layer").agg(
         regions=("n_regions", "mean"),
         bounded_regions=("bounded", lambda b: b.sum() / per_poly["net"].nunique()),
         area=("area", lambda a: a.sum() / per_poly["net"].nunique())).reset_index()
+    if "net_kind" in table and (table["net_kind"] == "shallow").any():
+        twin = table[table["net_kind"] == "shallow"].drop_duplicates("net")
+        out["shallow_twin_regions"] = twin["n_regions"].mean()
+    return out
 
 
 def f1_figure(table: pd.DataFrame, s: dict):
@@ -39,7 +56,8 @@ def f1_figure(table: pd.DataFrame, s: dict):
 
 
 def f2_figure(table: pd.DataFrame, s: dict):
-    return plane_figure(table, s, f"LR-F2: regions layer by layer, width {s['width']} (He init)")
+    twin = " and a one-layer net with as many neurons" if s.get("shallow_twin") else ""
+    return plane_figure(table, s, f"LR-F2: regions layer by layer, width {s['width']} (He init){twin}")
 
 
 def f3_figure(table: pd.DataFrame, s: dict):
