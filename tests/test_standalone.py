@@ -17,6 +17,8 @@ MD_LINK = re.compile(r"\]\(([^)\s]+)\)")
 RST_LINK = re.compile(r"<([^>\s]+)>`_")
 # a path in backticks that climbs out of its folder: `../shared/EXPERIMENTS.md`
 CLIMBING_PATH = re.compile(r"`(\.\./[^`]*)`")
+# href="..." and src="..." (or single quotes) in rendered HTML
+HTML_LINK = re.compile(r"""\b(?:href|src)\s*=\s*["']([^"']*)["']""")
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +61,37 @@ def _outside_links(path, text, root):
     bad += [f"{name}: `{p}`" for p in CLIMBING_PATH.findall(text)
             if not (path.parent / p).resolve().is_relative_to(root.resolve())]
     return bad + ([f"{name}: mentions ../shared"] if "../shared" in text else [])
+
+
+def html_links_outside(page, root):
+    """The ``href``/``src`` targets of a rendered HTML page that are neither an http(s) address, a
+    ``data:`` URI or an anchor, nor a file inside ``root`` that exists."""
+    bad = []
+    for target in HTML_LINK.findall(page.read_text(errors="replace")):
+        if re.match(r"(https?:|data:|mailto:|#|javascript:)", target) or not target:
+            continue
+        resolved = (page.parent / target.split("#")[0].split("?")[0]).resolve()
+        if not resolved.is_relative_to(root.resolve()) or not resolved.exists():
+            bad.append(f"{page.relative_to(root)}: {target}")
+    return bad
+
+
+def test_no_rendered_page_of_the_reference_links_outside_it(clone):
+    """Every href and src of the reference's HTML (scorecard, notebooks) resolves inside the clone
+    (the quick build's pages: tests/test_workflow.py)."""
+    pages = sorted((clone / "reference").rglob("*.html"))
+    assert len(pages) >= 6
+    bad = [line for page in pages for line in html_links_outside(page, clone)]
+    assert not bad, "links outside the repository:\n" + "\n".join(bad[:20])
+
+
+def test_the_html_link_check_can_fail(tmp_path):
+    page = tmp_path / "repo" / "reports" / "RP.html"
+    page.parent.mkdir(parents=True)
+    page.write_text('<a href="../../../../shared/papers/rp.txt">text</a> <img src="missing.png"> '
+                    '<a href="https://arxiv.org/abs/1">arXiv</a> <a href="#RP-T1">x</a> <img src="data:image/png;base64,AA">')
+    assert html_links_outside(page, tmp_path / "repo") == ["reports/RP.html: ../../../../shared/papers/rp.txt",
+                                                           "reports/RP.html: missing.png"]
 
 
 def test_no_document_links_outside_the_repository(clone):

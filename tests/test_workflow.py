@@ -339,6 +339,17 @@ def test_quick_scale_builds_every_target(quick_build):
     assert t7.is_monotonic_decreasing and (t7 <= 1).all()
 
 
+def test_no_rendered_page_of_the_quick_build_links_outside_it(quick_build):
+    """Every href and src of the quick build's HTML (scorecard, notebooks) resolves inside the
+    workflow folder or is an http(s) address."""
+    from test_standalone import html_links_outside
+
+    pages = sorted((quick_build / "results" / "quick").rglob("*.html"))
+    assert len(pages) >= 6
+    bad = [line for page in pages for line in html_links_outside(page, quick_build)]
+    assert not bad, "links outside the workflow folder:\n" + "\n".join(bad[:20])
+
+
 def test_a_rebuild_does_only_what_changed(quick_build, tmp_path):
     """On a copy of the quick build: a figure asked for again is up to date; one deleted is
     redrawn alone; the paper scale never touches the quick tree; library edits rerun what runs

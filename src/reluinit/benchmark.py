@@ -13,7 +13,8 @@ time spent multiplying. Prints both rates in GFLOP/s and the ratio.
 
 ``pruning``: seconds to score ResNet32 with doubled filters (about 1.86M prunable weights) with
 SNIP and GraSP on a batch of CIFAR-shaped images and with SynFlow (its rounds, float64); with
-``--against <Synaptic-Flow checkout>`` its pruners on the same net and batch, side by side; with
+``--against <Synaptic-Flow checkout>`` its pruners on its own ResNet32 (doubled filters) in its own
+layout (NCHW) and the same batch, side by side; with
 ``--floor`` the forward and backward passes alone, which any implementation of the same scores runs.
 
 ``training``: images per second and seconds per CIFAR-10 epoch (50,000 images) of ResNet32 with
@@ -134,35 +135,31 @@ def _seconds(fn) -> float:
 
 def _synaptic_flow(a, device, x, y):
     """Synaptic-Flow's SNIP, GraSP and SynFlow (``Pruners/pruners.py`` of a checkout at ``a.against``,
-    imported, not copied) on the same net, batch and rounds. Its masked layers compute with
-    ``weight_mask * weight``; the same forward is patched onto our ResNet32's layers. SynFlow runs
-    its rounds as its ``prune_loop`` does (exponential schedule), on a float64 copy."""
-    import importlib.util
-    import types
+    imported, not copied) on its own model in its own layout: ``wide_resnet32`` of its
+    ``Models/lottery_resnet.py`` (ResNet32 with doubled filters, as ours), NCHW, with the masked
+    parameters its ``Utils/generator.py`` hands the pruners, on the same batch (made contiguous) and
+    rounds. SynFlow runs its rounds as its ``prune_loop`` does (exponential schedule), on a float64
+    copy. Prints the model's prunable weights beside ours."""
+    import sys
 
-    import torch.nn.functional as F
     from torch import nn
 
-    spec = importlib.util.spec_from_file_location("sf_pruners", f"{a.against}/Pruners/pruners.py")
-    sf = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sf)
-
-    def masked(model):
-        pairs = []
-        for m in model.modules():
-            if isinstance(m, (nn.Conv2d, nn.Linear)):
-                m.register_buffer("weight_mask", torch.ones_like(m.weight))
-                conv = isinstance(m, nn.Conv2d)
-                m.forward = types.MethodType(
-                    (lambda s, i: s._conv_forward(i, s.weight_mask * s.weight, s.bias)) if conv
-                    else (lambda s, i: F.linear(i, s.weight_mask * s.weight, s.bias)), m)
-                pairs.append((m.weight_mask, m.weight))
-        return model, pairs
+    sys.path.insert(0, str(a.against))  # its modules import each other as top-level packages
+    try:
+        from Models.lottery_resnet import wide_resnet32
+        from Pruners import pruners as sf
+        from Utils.generator import masked_parameters
+    finally:
+        sys.path.remove(str(a.against))
 
     def net(dtype=torch.float32):
-        return masked(initialize(ResNet(32), "he", seed=0).to(device, dtype, memory_format=torch.channels_last))
+        torch.manual_seed(0)
+        model = wide_resnet32((3, 32, 32), 10).to(device, dtype)  # NCHW: the layout it runs in
+        return model, list(masked_parameters(model))
 
     (m32, p32), (m64, p64), loss = net(), net(torch.float64), nn.CrossEntropyLoss()
+    x = x.contiguous()
+    print(f"Synaptic-Flow: its wide_resnet32, NCHW, {sum(p.numel() for _, p in p32):,} prunable weights")
 
     def synflow():
         torch.set_default_dtype(torch.float64)  # its all-ones input, made with torch.ones, in float64

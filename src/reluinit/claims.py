@@ -335,12 +335,15 @@ def styled_pivot(card: pd.DataFrame, cells: list[Claim]):
 
 
 def _links(table: str, paper: str, here: Path, results: Path) -> str:
-    """Links from the page in ``here`` to the figure of ``table`` and its notebook section."""
+    """Links from the page in ``here`` to the figure of ``table`` and its notebook section; the
+    figure only where the tree holds the table (a tree with part of the catalogue, the reference,
+    has no figure for the rest; the figure itself may be built after this page)."""
     fig = Path(paths.figures(str(results), table)[1])
     notebook = Path(paths.report(str(results), paper, "html"))
     rel = lambda p: Path(os.path.relpath(p, here)).as_posix()  # noqa: E731
-    return (f"<a href='{rel(fig)}'>figure</a> · "
-            f"<a href='{rel(notebook)}#{escape(table)}'>notebook</a>")
+    figure = (f"<a href='{rel(fig)}'>figure</a> · " if Path(paths.existing_table(str(results), table)).exists()
+              else "")
+    return f"{figure}<a href='{rel(notebook)}#{escape(table)}'>notebook</a>"
 
 
 def _row(r, links: str) -> str:

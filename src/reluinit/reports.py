@@ -48,17 +48,17 @@ def _link(target: str | Path, results: str, paper: str) -> str:
     return Path(os.path.relpath(Path(target).absolute(), here.absolute())).as_posix()
 
 
-def contents(results: str, paper: str, sections: list[str], text: str | None = None):
+def contents(results: str, paper: str, sections: list[str]):
     """The notebook's short table of contents: its sections, the paper's claims on the scorecard
-    page, the figures folder and the paper's text (``text``: a path from the working directory),
-    as links that work from the HTML's own folder."""
+    page, the figures folder (links that work from the HTML's own folder) and the paper's public
+    page (``catalogue.REFERENCES``)."""
     from IPython.display import Markdown
 
     toc = " · ".join(f"[{s}](#{s})" for s in sections)
     more = [f"[scorecard of {paper}'s claims]({_link(paths.scorecard(results, 'html'), results, paper)}#paper-{paper})",
             f"[figures]({_link(Path(paths.figures(results, sections[0])[1]).parent, results, paper)}/)"]
-    if text:
-        more.append(f"[the paper's text]({_link(text, results, paper)})")
+    if paper in catalogue.REFERENCES:
+        more.append(f"[the paper]({catalogue.REFERENCES[paper]['url']})")
     return Markdown(f"**Contents:** {toc}\n\n**See also:** " + " · ".join(more))
 
 
