@@ -154,6 +154,9 @@ def test_the_scorecard_page_explains_itself(tmp_path):
     card = _card_with({stated.id: (claims.NOT_REPRODUCED, 3.0), cell: (claims.NOT_REPRODUCED, 41.5)})
     card.loc[card["claim"] == stated.id, "why"] = ""  # a disagreement with no reason is flagged
     path = tmp_path / "results" / "quick" / "reports" / "scorecard.html"
+    table = tmp_path / "results" / "quick" / stated.paper / f"{stated.table}.csv"  # its figure is linked
+    table.parent.mkdir(parents=True)
+    table.write_text("x\n1\n")
     html = claims.page(card, path, "quick", CLAIMS, {"TG": "Trajectory growth"})
     assert path.read_text() == html
     assert not re.search(r"\bnan\b", html, re.IGNORECASE)
@@ -168,8 +171,9 @@ def test_the_scorecard_page_explains_itself(tmp_path):
     assert f"<a id='{cell}'>" not in html
     assert "92.56 ± 0.06 | ours 41.5" in html and "89.95 ± 0.23 | ours not run" in html
     assert f"<a id='{stated.id}'></a>" in html and claims.NO_REASON in html
-    # links resolve from the page's own folder
+    # links resolve from the page's own folder; a table the tree lacks gets no figure link
     assert f"href='../figures/{stated.table}.png'" in html and f"href='TG.html#{stated.table}'" in html
+    assert "href='../figures/RP-T2.png'" not in html and "href='RP.html#RP-T2'" in html
 
 
 def test_a_reason_shows_on_a_row_not_reproduced(tmp_path):

@@ -54,7 +54,12 @@ def test_the_reference_scorecard_is_the_claims_judged_on_the_committed_tables():
     pd.testing.assert_series_equal(card["verdict"], committed["verdict"], check_names=False)
     block = reference.verdict_block(committed, pd.read_csv(ROOT / "runs.csv"))
     assert block in (REPO / "README.md").read_text(), "README's verdict block is stale: run reluinit.reference render"
-    assert block.split("\n", 2)[2].rsplit("\n", 2)[0] in (REPO / "reference" / "README.md").read_text()
+    full = reference.verdict_block(committed, pd.read_csv(ROOT / "runs.csv"), absent=True)
+    assert full.split("\n", 2)[2].rsplit("\n", 2)[0] in (REPO / "reference" / "README.md").read_text()
+    # every catalogue id the reference lacks is listed there with its reason
+    for exp in catalogue.ENTRIES:
+        if not list((ROOT / catalogue.paper_of(exp)).glob(f"{exp}.csv*")):
+            assert f"- **{exp}**: {reference.absent_why(exp)}" in full, exp
     size = sum(f.stat().st_size for f in ROOT.rglob("*") if f.is_file())
     assert size < 30e6, f"the reference tree is {size / 1e6:.1f} MB"
 
