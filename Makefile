@@ -32,13 +32,13 @@ test: install
 smoke: install
 	$(BIN)/python -m pytest -v -m smoke
 
-# The CPU experiments of the reference (reluinit.reference.EXPERIMENTS), all in one run.
+# The CPU experiments of the reference (reluinit.report.reference.EXPERIMENTS), all in one run.
 reference: install
-	$(BIN)/snakemake $(shell $(BIN)/python -m reluinit.reference targets) --cores $(CORES) --keep-going \
+	$(BIN)/snakemake $(shell $(BIN)/python -m reluinit.report.reference targets) --cores $(CORES) --keep-going \
 		--config scale=paper data_dir=$(DATA_DIR)
-	$(BIN)/python -m reluinit.experiments.precision --data-dir $(DATA_DIR) --out reference/paper/precision.csv
-	$(BIN)/python -m reluinit.reference export
-	$(BIN)/python -m reluinit.reference render
+	$(BIN)/python -m reluinit.tools.precision --data-dir $(DATA_DIR) --out reference/paper/precision.csv
+	$(BIN)/python -m reluinit.report.reference export
+	$(BIN)/python -m reluinit.report.reference render
 
 clean:
 	rm -rf results .snakemake report.html report.zip

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from reluinit import catalogue, claims
+from reluinit.pipeline import catalogue
+from reluinit.report import claims
 
 CLAIMS = claims.load(ROOT / "claims.yaml")
 

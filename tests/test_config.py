@@ -5,7 +5,7 @@ import jsonschema
 import pytest
 import yaml
 
-from reluinit.config import explain, settings, unknown_recipes
+from reluinit.pipeline.config import explain, settings, unknown_recipes
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())

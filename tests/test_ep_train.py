@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from reluinit import models, stages
-from reluinit.catalogue import get
+from reluinit.pipeline.catalogue import get
 from reluinit.experiments import ep_fc
 from reluinit.training import DeviceData, Recipe, evaluate, fit
 from reluinit.trajectories import Arc
@@ -181,7 +181,7 @@ def test_trajectory_regularised_nets_train_well_above_chance_on_three_seeds():
     import yaml
 
     from conftest import ROOT
-    from reluinit.config import settings
+    from reluinit.pipeline.config import settings
 
     s = settings(yaml.safe_load((ROOT / "config.yaml").read_text()), "EP-F8", "quick")
     s = {**s, "variants": ["trajreg"], "reps": 3, "runs_per_job": 3, "n_pieces": 20}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reluinit import catalogue
+from reluinit.pipeline import catalogue
 
 
 def _modules_after(code, prefixes):
@@ -19,7 +19,7 @@ def _modules_after(code, prefixes):
 
 
 def test_no_figure_or_summary_of_the_catalogue_imports_torch():
-    code = ("from reluinit import catalogue, jobs\n"
+    code = ("from reluinit.pipeline import catalogue, jobs\n"
             f"for e in {sorted(catalogue.ENTRIES)!r}:\n    catalogue.figures_of(e)\n"
             "jobs.start(None, threads=None)")
     assert _modules_after(code, ("torch", "torchvision")) == "[]"
@@ -29,7 +29,7 @@ def test_no_measurement_of_the_catalogue_imports_the_plotting_stack():
     """The mirror image: a measuring job loads its experiment's functions and never pays for
     seaborn, matplotlib or this project's figure modules (about 0.8 s of every measure job's start-up),
     nor for numba, which only the jobs that cut planes import, when they cut one (about 0.3 s)."""
-    code = ("from reluinit import catalogue\n"
+    code = ("from reluinit.pipeline import catalogue\n"
             f"for e in {sorted(catalogue.ENTRIES)!r}:\n"
             "    x = catalogue.get(e); x.parts, x.measure, x.masks, x.trained")
     assert _modules_after(code, ("seaborn", "matplotlib", "reluinit.figures", "numba", "llvmlite")) == "[]"
@@ -57,7 +57,7 @@ def test_a_figure_drawn_twice_from_one_table_is_the_same_picture(exp_id):
     import io
     import json
 
-    from reluinit import plotting, reference
+    from reluinit.report import plotting, reference
 
     tree = Path(__file__).resolve().parents[1] / "reference" / "paper"
     table = reference.read_table(tree, exp_id)

@@ -1,6 +1,6 @@
 """The prepared GPU check (``python -m reluinit.gpucheck``) runs on the CPU at toy sizes, writes
 every table with its columns and a report, skips what its budget cannot hold, and its cost table
-prices the paper DAG (``python -m reluinit.plan --cost``)."""
+prices the paper DAG (``python -m reluinit.pipeline.plan --cost``)."""
 
 import math
 import subprocess
@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from reluinit import gpucheck, plan, smoke
+from reluinit import gpucheck
+from reluinit.pipeline import plan, smoke
 
 CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
 
@@ -144,10 +145,10 @@ def test_the_plan_prices_training_jobs_from_a_cost_table(tmp_path):
 def test_the_plan_command_shows_declared_and_measured_hours(tmp_path):
     path = _cost(tmp_path, [dict(model="resnet32", dataset="cifar10", recipe="rp-cifar10", seconds_per_step=0.01,
                                  eval_seconds_per_image=1e-4)])
-    done = subprocess.run([sys.executable, "-m", "reluinit.plan", "paper", "--cost", str(path)], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "reluinit.pipeline.plan", "paper", "--cost", str(path)], cwd=ROOT,
                           capture_output=True, text=True, check=True)
     assert "gpu_hours_measured" in done.stdout and "GPU-hours measured against 8182 declared" in done.stdout
     bad = _cost(tmp_path, [dict(model="resnet32", dataset="cifar10", recipe="rp-cifar10", seconds_per_step=0.01)])
-    done = subprocess.run([sys.executable, "-m", "reluinit.plan", "paper", "--cost", str(bad)], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "reluinit.pipeline.plan", "paper", "--cost", str(bad)], cwd=ROOT,
                           capture_output=True, text=True)
     assert done.returncode == 2 and "no column eval_seconds_per_image" in done.stderr

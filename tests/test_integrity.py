@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 import torch
 
-from reluinit import integrity, jobs
+from reluinit import integrity
+from reluinit.pipeline import jobs
 from reluinit.training import Checkpoint, DeviceData, Recipe, fit, save_checkpoint
 
 TABLE = pd.DataFrame({"width": [100, 500, 1000] * 4, "ratio": [0.5 + i / 10 for i in range(12)]})
@@ -86,7 +87,7 @@ def test_the_sweep_moves_aside_what_changed_and_keeps_what_was_only_touched(tmp_
 
 def test_uncaught_errors_reach_the_job_log(tmp_path):
     log = tmp_path / "job.log"
-    code = f"from reluinit import jobs\njobs.start({str(log)!r}, threads=None)\nraise ValueError('the loss table is empty')"
+    code = f"from reluinit.pipeline import jobs\njobs.start({str(log)!r}, threads=None)\nraise ValueError('the loss table is empty')"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 1
     text = log.read_text()

@@ -2,7 +2,7 @@
 
 import matplotlib.pyplot as plt
 
-from reluinit import plotting
+from reluinit.report import plotting
 
 
 def test_a_title_wider_than_the_figure_is_found_and_wrapped():

@@ -8,7 +8,8 @@ import sys
 import textwrap
 
 import reluinit
-from reluinit import provenance
+from reluinit import fingerprint
+from reluinit.pipeline import provenance
 
 MODULE = '''{top}
 import functools
@@ -72,7 +73,8 @@ def test_a_fingerprint_follows_the_code_a_function_reaches(tmp_path):
 
 def test_a_fingerprint_is_the_same_in_every_process():
     code = textwrap.dedent("""
-        from reluinit import catalogue, plotting, provenance
+        from reluinit.pipeline import catalogue, provenance
+        from reluinit.report import plotting
         e = catalogue.get("RP-T1")
         print(provenance.code_fingerprint(e.measure), provenance.code_fingerprint(e.figure, plotting.save))
     """)
@@ -86,9 +88,9 @@ def test_a_fingerprint_is_the_same_in_every_process():
 def test_changes_name_every_dotted_key_that_differs():
     old = {"recipe": {"lr": 0.1, "epochs": 2}, "seed": 1, "format": 1}
     new = {"recipe": {"lr": 0.05, "epochs": 2}, "seed": 1, "model": "resnet8", "format": 1}
-    assert provenance.changes(old, new) == ["model (none) -> resnet8", "recipe.lr 0.1 -> 0.05"]
-    assert provenance.changes(new, new) == []
-    assert provenance.settings_fingerprint({"a": (1, 2), "resources": {"gpu": 1}}, seed=3) == \
+    assert fingerprint.changes(old, new) == ["model (none) -> resnet8", "recipe.lr 0.1 -> 0.05"]
+    assert fingerprint.changes(new, new) == []
+    assert fingerprint.settings_fingerprint({"a": (1, 2), "resources": {"gpu": 1}}, seed=3) == \
         {"a": [1, 2], "run": {"seed": 3}}
 
 
@@ -127,7 +129,7 @@ def test_source_digest_covers_every_source_file_of_the_package(tmp_path):
 
     root = tmp_path / "copy"
     shutil.copytree(reluinit.__path__[0], root / "reluinit", ignore=shutil.ignore_patterns("__pycache__"))
-    digest = "import sys; sys.path.insert(0, sys.argv[1]); from reluinit import provenance; print(provenance.source_digest())"
+    digest = "import sys; sys.path.insert(0, sys.argv[1]); from reluinit.pipeline import provenance; print(provenance.source_digest())"
     same = subprocess.run([sys.executable, "-c", digest, str(root)], capture_output=True, text=True, check=True).stdout
     with (root / "reluinit" / "figures" / "op.py").open("a") as f:
         f.write("# edited\n")

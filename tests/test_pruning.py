@@ -10,9 +10,7 @@ from torch import nn
 
 from reluinit import models, pruning
 from reluinit.models import ResNet, VanillaCNN, ffnn, initialize
-from reluinit.pruning import (apply_masks, critical_sparsity, grasp_scores, layer_table, magnitude_scores,
-                              masks_from_scores, prunable, prune, snip_scores, sparsity, synflow_masks,
-                              synflow_scores_once)
+from reluinit.pruning import apply_masks, critical_sparsity, grasp_scores, layer_table, magnitude_scores, masks_from_scores, prunable, prune, snip_scores, sparsity, synflow_masks, synflow_scores_once
 
 
 def _batch(n=32, shape=(1, 8, 8), classes=10, seed=0):

@@ -7,9 +7,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from reluinit import catalogue, claims, paths, reference
-from reluinit.catalogue import paper_of
-from reluinit.config import settings
+from reluinit.pipeline import catalogue, paths
+from reluinit.report import claims, reference
+from reluinit.pipeline.catalogue import paper_of
+from reluinit.pipeline.config import settings
 
 REPO = Path(__file__).resolve().parents[1]
 ROOT = REPO / "reference" / "paper"
@@ -48,12 +49,12 @@ def test_the_reference_holds_every_cpu_experiment_or_says_why_not():
 
 def test_the_reference_scorecard_is_the_claims_judged_on_the_committed_tables():
     """claims.csv is what the claims give on the committed tables today: a claim edit or a
-    table change shows here as a stale scorecard (regenerate with reluinit.reference render)."""
+    table change shows here as a stale scorecard (regenerate with reluinit.report.reference render)."""
     card = claims.scorecard(claims.load(REPO / "claims.yaml"), str(ROOT), "paper")
     committed = claims.read(paths.scorecard(str(ROOT), "csv"))
     pd.testing.assert_series_equal(card["verdict"], committed["verdict"], check_names=False)
     block = reference.verdict_block(committed, pd.read_csv(ROOT / "runs.csv"))
-    assert block in (REPO / "README.md").read_text(), "README's verdict block is stale: run reluinit.reference render"
+    assert block in (REPO / "README.md").read_text(), "README's verdict block is stale: run reluinit.report.reference render"
     full = reference.verdict_block(committed, pd.read_csv(ROOT / "runs.csv"), absent=True)
     assert full.split("\n", 2)[2].rsplit("\n", 2)[0] in (REPO / "reference" / "README.md").read_text()
     # every catalogue id the reference lacks is listed there with its reason
@@ -101,6 +102,11 @@ def test_a_finished_job_made_by_other_code_or_settings_is_not_restored(tmp_path)
     restored, left_out = reference.restore(out, tmp_path / "again")
     assert [f.stem for f in restored] == ["gaussian"]
     assert len(left_out) == 1 and left_out[0].startswith("TG-F3a uniform: its code differs")
+    # code that moved without changing a number: refingerprint, and restore takes the part again
+    assert reference.refingerprint(out) == [f"TG-F3a uniform: code 0123456789abcdef -> "
+                                            f"{reference.fingerprints('TG-F3a')['code']}"]
+    restored, left_out = reference.restore(out, tmp_path / "third")
+    assert sorted(f.stem for f in restored) == ["gaussian", "uniform"] and left_out == []
 
 
 def test_an_experiment_finished_across_sessions_counts_every_session_s_jobs(tmp_path):

@@ -210,7 +210,7 @@ def test_plane_region_counts_equal_regioncams_where_both_are_exact():
     least 1e-6 apart, several float32 steps at this scale, so rounding cannot merge or split one),
     the counts after every layer agree."""
     pytest.importorskip("regioncam")
-    from reluinit.benchmark import regioncam_faces
+    from reluinit.tools.benchmark import regioncam_faces
 
     compared = 0
     for seed, (width, depth) in enumerate([(8, 2), (12, 3), (16, 3), (24, 2), (32, 3), (20, 4)] * 2):

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT
-from reluinit import claims, paths, reports
+from reluinit.report import claims, reports
+from reluinit.pipeline import paths
 
 CLAIMS = claims.load(ROOT / "claims.yaml")
 

@@ -1,5 +1,5 @@
 """The smoke scale (the paper scale's jobs at their real sizes, cut short), its CI subset, and the
-bill of the paper scale (`python -m reluinit.plan`)."""
+bill of the paper scale (`python -m reluinit.pipeline.plan`)."""
 
 import copy
 import math
@@ -11,8 +11,10 @@ import torch
 import yaml
 
 from conftest import ROOT, snakemake
-from reluinit import catalogue, claims, datasets, plan, smoke, training
-from reluinit.config import settings
+from reluinit.pipeline import catalogue, plan, smoke
+from reluinit.report import claims
+from reluinit import datasets, training
+from reluinit.pipeline.config import settings
 
 CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from reluinit import catalogue
+from reluinit.pipeline import catalogue
 
 # [text](target) in markdown (README, notebooks' markdown cells) and `text <target>`_ in rst.
 MD_LINK = re.compile(r"\]\(([^)\s]+)\)")

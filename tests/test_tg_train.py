@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 import torch
 
-from reluinit.catalogue import get
+from reluinit.pipeline.catalogue import get
 from reluinit.experiments import tg_train
 from reluinit.figures.tg_train import lines_of
 from reluinit.models import build, initialize

@@ -179,7 +179,7 @@ def test_bf16_autocast_trains_on_the_cpu_too():
 def test_a_checkpoint_of_other_settings_is_not_resumed(tmp_path, caplog):
     """A finished run is reused only under its own fingerprint; another learning rate, seed or
     setting starts afresh, and the log names what changed."""
-    from reluinit.provenance import settings_fingerprint
+    from reluinit.fingerprint import settings_fingerprint
     from reluinit.training import Checkpoint
 
     settings = {"model": "ffnn", "recipe": {"lr": 0.05}, "dataset": "mnist", "scale": "quick",

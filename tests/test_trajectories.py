@@ -150,7 +150,7 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
 def test_benchmark_script_prints_its_ratio():
-    out = subprocess.run([sys.executable, "-m", "reluinit.benchmark", "trajectories", "--width", "32", "--depth", "2", "--points",
+    out = subprocess.run([sys.executable, "-m", "reluinit.tools.benchmark", "trajectories", "--width", "32", "--depth", "2", "--points",
                           "101", "--repeats", "1", "--device", "cpu"], capture_output=True, text=True, check=True)
     ratio = float(next(line for line in out.stdout.splitlines() if line.startswith("ratio")).split()[-1])
     assert ratio > 0
@@ -159,8 +159,8 @@ def test_benchmark_script_prints_its_ratio():
 def test_ep_f15_remaining_depth_counts_the_layers_above_the_swept_one():
     """EP Figure 15's x-axis: the number of layers above the swept layer (0 when the labels are
     read right after it)."""
-    from reluinit import catalogue
-    from reluinit.config import settings
+    from reluinit.pipeline import catalogue
+    from reluinit.pipeline.config import settings
     import yaml
     from conftest import ROOT
 
@@ -180,8 +180,8 @@ def test_tg_f1_and_ep_f3_trace_a_closed_circle_of_length_2_pi_r():
     import torch
     import yaml
     from conftest import ROOT
-    from reluinit import catalogue
-    from reluinit.config import settings
+    from reluinit.pipeline import catalogue
+    from reluinit.pipeline.config import settings
     from reluinit.trajectories import make_path
 
     x0, x1 = torch.randn(2, 50, dtype=torch.float64)

@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 from conftest import ROOT, SNAKEMAKE, copy_build, copy_workflow, snakemake
-from reluinit import catalogue, claims, plan
-from reluinit.config import settings
+from reluinit.pipeline import catalogue, plan
+from reluinit.report import claims
+from reluinit.pipeline.config import settings
 from reluinit.pruning import load_masks
 
 CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
@@ -48,7 +49,7 @@ def test_parsing_the_workflow_imports_no_torch_and_no_plotting():
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0 and "figure_op_f1" in run.stdout, run.stderr[-2000:]
     imported = {line.rsplit("|", 1)[1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
-    assert "reluinit.catalogue" in imported  # the measurement works
+    assert "reluinit.pipeline.catalogue" in imported  # the measurement works
     assert not {"torch", "seaborn", "matplotlib", "scipy"} & imported
 
 
@@ -138,7 +139,7 @@ def test_quick_scale_dry_run_is_small(workdir):
     assert jobs["measure"] == sum(len(plan.measure_jobs(CONFIG, e, "quick")) for e in measuring if e not in grouped)
     assert jobs["total"] < 100, jobs
     assert "results/quick/OP/OP-F1.csv" in run.stdout and "results/paper" not in run.stdout
-    # a figure job names the functions that compute its rows and plot them (reluinit.catalogue)
+    # a figure job names the functions that compute its rows and plot them (reluinit.pipeline.catalogue)
     assert ("rows computed by reluinit.experiments.op.f1_measure, plotted by reluinit.figures.op.f1_figure"
             in run.stdout)
     # a user-set results folder holds the scale trees in turn

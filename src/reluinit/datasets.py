@@ -51,7 +51,7 @@ QUICK_STAND_INS = {"mnist": "digits", "cifar10": "digits", "cifar100": "digits",
 
 # What the papers' datasets hold: (image shape, classes, training images, test images, name).
 # The smoke scale loads generated tensors of these shapes and class counts instead (``synthetic``),
-# and ``reluinit.smoke`` counts the memory a paper-scale job needs for the real ones.
+# and ``reluinit.pipeline.smoke`` counts the memory a paper-scale job needs for the real ones.
 SHAPES = {
     "mnist": ((1, 28, 28), 10, 60_000, 10_000, "MNIST"),
     "fashion_mnist": ((1, 28, 28), 10, 60_000, 10_000, "Fashion-MNIST"),

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import datasets, integrity, provenance
+from . import datasets, fingerprint, integrity
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -258,7 +258,7 @@ CHECKPOINT_FORMAT = 4
 @dataclass
 class Checkpoint:
     """Where a training run keeps its resumable state, and the fingerprint of everything that
-    determines the run (``provenance.settings_fingerprint``: model, init, pruning, recipe, dataset,
+    determines the run (``fingerprint.settings_fingerprint``: model, init, pruning, recipe, dataset,
     seed, scale). A saved state is resumed (or, when finished, reused) only if it was written under
     the same fingerprint; otherwise the run starts afresh and the log says what changed."""
 
@@ -269,7 +269,7 @@ class Checkpoint:
 
     def __post_init__(self):
         self.path = Path(self.path)
-        self.fingerprint = provenance.plain({**self.fingerprint, "format": CHECKPOINT_FORMAT})
+        self.fingerprint = fingerprint.plain({**self.fingerprint, "format": CHECKPOINT_FORMAT})
 
     def load(self, device="cpu") -> dict | None:
         """The saved state of this run, or None when there is none, it belongs to another run, or it
@@ -286,7 +286,7 @@ class Checkpoint:
             return None
         if state is None:
             return None
-        changed = provenance.changes(state.get("fingerprint"), self.fingerprint)
+        changed = fingerprint.changes(state.get("fingerprint"), self.fingerprint)
         if changed:
             self._stale = True
             log.info("%s: %s: starting afresh", self.path, "; ".join(changed))
@@ -440,7 +440,7 @@ def run_rows(result: Run, extra: list[dict] | None = None, **columns) -> "pd.Dat
 def _row(epoch, step, lr, train_loss, train_acc, test_loss, test_acc, seconds, diverged=False,
          train_seconds=math.nan) -> dict:
     """One epoch of a run's history; ``seconds`` with its evaluation, ``train_seconds`` its steps only
-    (what ``reluinit.smoke`` divides by the steps for the cost of a step)."""
+    (what ``reluinit.pipeline.smoke`` divides by the steps for the cost of a step)."""
     return {"epoch": epoch, "step": step, "lr": lr, "train_loss": train_loss, "train_acc": train_acc,
             "test_loss": test_loss, "test_acc": test_acc, "seconds": seconds, "train_seconds": train_seconds,
             "diverged": diverged}

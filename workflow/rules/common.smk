@@ -14,17 +14,18 @@ from snakemake.utils import min_version, validate
 
 min_version("9.20")
 
-# The science lives in the importable package under src/ (reluinit.workflow_env says how
+# The science lives in the importable package under src/ (reluinit.pipeline.workflow_env says how
 # jobs find it).
 _SRC = str(Path(workflow.basedir) / "src")
 sys.path.insert(0, _SRC)
 
-from reluinit import workflow_env  # noqa: E402
+from reluinit.pipeline import workflow_env  # noqa: E402
 
 workflow_env.export(_SRC)
 
-from reluinit import catalogue, claims, paths, plan, provenance, reports  # noqa: E402
-from reluinit.config import explain, settings, training_settings, unknown_recipes  # noqa: E402
+from reluinit.pipeline import catalogue, paths, plan, provenance  # noqa: E402
+from reluinit.report import claims, reports  # noqa: E402
+from reluinit.pipeline.config import explain, settings, training_settings, unknown_recipes  # noqa: E402
 
 # What planning computes from the library's code (a job's parts, code fingerprints), kept per
 # version of its source for the next Snakemake process here: each SLURM job's, the next build's.
@@ -79,7 +80,7 @@ def measure_inputs(w):
 
 def job_parts(w):
     """The parts a measurement (or training) job runs: its own, or all of its experiment's where
-    the scale's `measure_jobs` is `one` (reluinit.plan.measure_jobs)."""
+    the scale's `measure_jobs` is `one` (reluinit.pipeline.plan.measure_jobs)."""
     jobs = measure_jobs(w.exp)
     if w.part not in jobs:
         raise WorkflowError(f"{w.exp} has no job {w.part!r} at the {SCALE} scale; its jobs: {', '.join(jobs)}")
@@ -141,7 +142,7 @@ def figures_code(exps):
     """The plotting code of a job drawing ``exps`` (one id's figure and summary, or a paper's)."""
 
     def code():
-        from reluinit import plotting
+        from reluinit.report import plotting
 
         return [f for e in exps for f in catalogue.figures_of(e)] + [plotting.save]
 
@@ -165,7 +166,7 @@ def table_parts(exp):
 
 
 def train_resources(w):
-    """A training job's resources (reluinit.plan.train_resources, which `python -m reluinit.plan`
+    """A training job's resources (reluinit.pipeline.plan.train_resources, which `python -m reluinit.pipeline.plan`
     prints for every job)."""
     return _train_resources(w.exp, w.part)
 
@@ -176,7 +177,7 @@ def _train_resources(exp, part):
 
 
 def prune_resources(w):
-    """A prune job's resources (reluinit.plan.prune_resources): its part's training memory."""
+    """A prune job's resources (reluinit.pipeline.plan.prune_resources): its part's training memory."""
     return _prune_resources(w.exp, w.part)
 
 
@@ -251,8 +252,8 @@ def dataset_input(name):
 
 
 def smoke_jobs(w):
-    """The part files of the smoke subset (reluinit.smoke.subset); only at the smoke scale."""
-    from reluinit import smoke  # imports torch (through datasets): only where the smoke scale runs
+    """The part files of the smoke subset (reluinit.pipeline.smoke.subset); only at the smoke scale."""
+    from reluinit.pipeline import smoke  # imports torch (through datasets): only where the smoke scale runs
 
     if SCALE != "smoke":
         raise WorkflowError("`smoke` runs at the smoke scale: snakemake smoke --cores 2 --config scale=smoke")
@@ -380,7 +381,7 @@ def job_instruction():
     """What a job that failed during this run said to do (the newest line that jobs.TODO_PREFIX
     marks in a log written since the run started: a fetch job's missing dataset, any job's damaged
     input and the command that rebuilds it), or None."""
-    from reluinit.jobs import TODO_PREFIX
+    from reluinit.pipeline.jobs import TODO_PREFIX
 
     root = Path(log_file("x")).parent
     logs = [p for p in root.rglob("*.log") if p.stat().st_mtime >= _STARTED] if root.is_dir() else []

@@ -1,5 +1,5 @@
 # The smoke test of the paper scale (`snakemake smoke --config scale=smoke`): one job per
-# (experiment, model, dataset) of `all`, chosen from the catalogue (reluinit.smoke.subset), run at
+# (experiment, model, dataset) of `all`, chosen from the catalogue (reluinit.pipeline.smoke.subset), run at
 # the paper's sizes and cut short; then every job's peak memory against what its paper-scale job
 # declares, and the seconds per optimizer step of each training family.
 

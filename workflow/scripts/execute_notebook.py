@@ -1,7 +1,8 @@
 """Execute a paper's notebook on this run's results and export it as HTML without code cells
-(reluinit.reports.execute: papermill and nbconvert in this one process)."""
+(reluinit.report.reports.execute: papermill and nbconvert in this one process)."""
 
-from reluinit import jobs, reports
+from reluinit.pipeline import jobs
+from reluinit.report import reports
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 log = jobs.start(sm.log[0], threads=None)

@@ -4,7 +4,8 @@ import json
 import sys
 from pathlib import Path
 
-from reluinit import datasets, integrity, jobs
+from reluinit import datasets, integrity
+from reluinit.pipeline import jobs
 
 log = jobs.start(snakemake.log[0])  # noqa: F821 - injected by Snakemake
 out = Path(snakemake.output[0])  # noqa: F821

@@ -6,7 +6,8 @@ that id's own job would write."""
 
 import pandas as pd
 
-from reluinit import catalogue, jobs, paths, plotting
+from reluinit.pipeline import catalogue, jobs, paths
+from reluinit.report import plotting
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 

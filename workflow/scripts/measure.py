@@ -3,7 +3,7 @@ every part in order) and write its rows. A job of a paper's experiments of rando
 measure_<paper>, `measure_jobs: paper`) does this for each of them in turn, into the file and
 log that the experiment's own job would write."""
 
-from reluinit import catalogue, jobs, paths, plan
+from reluinit.pipeline import catalogue, jobs, paths, plan
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 config, scale = sm.config, sm.params.scale

@@ -1,6 +1,6 @@
 """Prune one part's nets of a catalogue experiment and write their masks and what the masks do."""
 
-from reluinit import catalogue, jobs
+from reluinit.pipeline import catalogue, jobs
 from reluinit.pruning import mask_facts, save_masks
 
 log = jobs.start(snakemake.log[0], snakemake.threads)  # noqa: F821 - injected by Snakemake

@@ -4,7 +4,8 @@ HTML page for the report, with verdict counts per paper in the log."""
 
 import pandas as pd
 
-from reluinit import catalogue, claims, jobs
+from reluinit.pipeline import catalogue, jobs
+from reluinit.report import claims
 
 log = jobs.start(snakemake.log[0], threads=None)  # noqa: F821 - injected by Snakemake; reads tables, no torch
 jobs.verified(snakemake.input)  # noqa: F821 - a damaged table stops the verdicts, naming it

@@ -1,7 +1,7 @@
 """Judge the smoke subset: coverage of the paper DAG and peak memory against the declared mem_mb
 (tables results/smoke/memory.csv and cost.csv); fail with the offending jobs named."""
 
-from reluinit import jobs, smoke
+from reluinit.pipeline import jobs, smoke
 
 log = jobs.start(snakemake.log[0])  # noqa: F821 - injected by Snakemake
 config, results = snakemake.config, snakemake.params.results  # noqa: F821

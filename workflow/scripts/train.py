@@ -1,6 +1,6 @@
 """Train one net of a training spec and save its checkpoints."""
 
-from reluinit import jobs
+from reluinit.pipeline import jobs
 from reluinit.experiments import lr_train
 
 log = jobs.start(snakemake.log[0], snakemake.threads)  # noqa: F821 - injected by Snakemake

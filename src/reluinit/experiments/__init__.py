@@ -1,5 +1,5 @@
 """The catalogue's experiments: one module per paper (and one per paper's trained nets), each a set of
-plain functions that ``reluinit.catalogue`` names. This package only wires the library: an
+plain functions that ``reluinit.pipeline.catalogue`` names. This package only wires the library: an
 experiment turns its settings (one scale's block of ``config.yaml``) into tidy tables and figures
 through four functions (README, "Adding an experiment"):
 
@@ -17,7 +17,7 @@ Experiments that train run as the workflow's training jobs (GPU, long runtimes; 
 ``train_part``): their ``measure`` also gets ``checkpoints``, a folder where each training run keeps
 its resumable checkpoint, and ``training_jobs`` writes their ``parts`` and ``measure``.
 
-Nothing outside this package imports from it; ``reluinit.catalogue`` finds the functions by name.
+Nothing outside this package imports from it; ``reluinit.pipeline.catalogue`` finds the functions by name.
 This module holds what the experiments share: seeds per job, runs, their grouping into jobs.
 """
 
@@ -52,7 +52,7 @@ def run_checkpoint(checkpoints: str | None, run_key: str, settings: dict, run: d
     """A training run's checkpoint in a job's ``checkpoints`` folder (none without one),
     fingerprinted by the experiment's ``settings`` and the run's own values (axes, seed): a
     checkpoint of other settings is not resumed (``training.Checkpoint``)."""
-    from ..provenance import settings_fingerprint
+    from ..fingerprint import settings_fingerprint
     from ..training import Checkpoint
 
     if not checkpoints:

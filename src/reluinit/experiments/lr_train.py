@@ -12,7 +12,8 @@ from pathlib import Path
 
 import torch
 
-from .. import datasets, provenance
+from .. import datasets
+from ..fingerprint import settings_fingerprint
 from ..nets import MLP, parse_arch, resolve_device, sample_mlp
 from ..training import Checkpoint, DeviceData, Recipe, fit, save_checkpoint
 from . import part_seed
@@ -102,7 +103,7 @@ def train_classifier(s: dict, arch: str, seed: int, device: str = "auto", resume
     net = sample_mlp([x.shape[1], *parse_arch(arch), train.n_classes], s["init"], readout=True,
                      bias_std=s["bias_std"], seed=seed, device=device, dtype=torch.float64)
     # The runs and architectures listed beside this one do not change it (its seed is recorded).
-    fingerprint = provenance.settings_fingerprint(s, exclude=("architectures", "runs"), arch=arch, run=run,
+    fingerprint = settings_fingerprint(s, exclude=("architectures", "runs"), arch=arch, run=run,
                                                   seed=seed)
     states = train_adam(net, (x, y), flat(test, device), epochs=s["epochs"], lr=s["lr"],
                         batch_size=s["batch_size"], seed=seed, checkpoints=s["checkpoints"],

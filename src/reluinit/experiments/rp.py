@@ -30,8 +30,7 @@ from .. import datasets
 from ..meanfield import chi, eoc_sigma_w
 from ..models import build, ffnn, initialize
 from ..nets import resolve_device
-from ..pruning import (apply_masks, chi_empirical, critical_sparsity, layer_table, load_masks,
-                       magnitude_scores, masks_from_scores, rescale, row_shuffled, snip_scores)
+from ..pruning import apply_masks, chi_empirical, critical_sparsity, layer_table, load_masks, magnitude_scores, masks_from_scores, rescale, row_shuffled, snip_scores
 from ..theory import rp_mbp_bound, rp_theorem1_bound
 from . import part_seed, resolve_part
 

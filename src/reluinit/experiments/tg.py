@@ -58,7 +58,7 @@ NOT_COUNTED = ["transitions", "patterns", "length_pre"]
 def measure_dtype(s: dict) -> torch.dtype:
     """The float type a sweep pushes its points through (``dtype`` in its settings, float64 by
     default). Nets are always drawn in float64 and then cast, so a seed names the same net in
-    either type; ``python -m reluinit.experiments.precision`` shows what float32 changes."""
+    either type; ``python -m reluinit.tools.precision`` shows what float32 changes."""
     return getattr(torch, s.get("dtype", "float64"))
 
 

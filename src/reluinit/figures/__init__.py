@@ -6,4 +6,4 @@ the numbers a reader compares with the paper.
 matplotlib and seaborn, never torch: a figure job starts in about half the time a measurement
 job does, and most quick jobs are mostly start-up. Plotting (and its file backend) comes first."""
 
-from .. import plotting  # noqa: F401 - sets matplotlib's file backend before any figure module draws
+from ..report import plotting  # noqa: F401 - sets matplotlib's file backend before any figure module draws

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .. import plotting
+from ..report import plotting
 
 
 def _mark_pools(ax, table: pd.DataFrame) -> None:

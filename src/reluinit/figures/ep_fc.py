@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .. import plotting
+from ..report import plotting
 from .ep_conv import _length_summary, _lengths
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .. import plotting
+from ..report import plotting
 
 
 def _deep(table: pd.DataFrame) -> pd.DataFrame:

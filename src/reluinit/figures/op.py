@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import seaborn as sns
 
-from .. import plotting
+from ..report import plotting
 
 
 INIT_LABELS = {"he_fan_out": "He", "glorot": "Glorot", "he": "He (fan-in)"}

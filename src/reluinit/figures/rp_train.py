@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import seaborn as sns
 
-from .. import plotting
+from ..report import plotting
 
 
 SETUP_LABELS = {"eoc_rescaled": "EOC + rescaling", "eoc": "EOC", "ordered": "ordered"}

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .. import plotting
+from ..report import plotting
 
 # sampling.DISTRIBUTIONS, in its order (one hue each; tests/test_figures.py checks they agree): the
 # figures import no torch, which sampling does.

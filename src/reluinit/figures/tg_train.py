@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import plotting
+from ..report import plotting
 
 
 COLOURS = {"within": "tab:blue", "between": "tab:orange"}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import seaborn as sns
 
-from .. import plotting
+from ..report import plotting
 
 
 def f1_figure(table: pd.DataFrame, s: dict):

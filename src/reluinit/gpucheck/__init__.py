@@ -19,7 +19,7 @@ the report says so.
 * ``reference-check.csv``: cells of ``reference/paper/`` recomputed on the device with the same
   seeds (``gpucheck.cells``).
 * ``gpu-report.md`` and ``gpu-cost.csv`` (seconds per step per family, what
-  ``python -m reluinit.plan paper --cost`` prices training jobs from).
+  ``python -m reluinit.pipeline.plan paper --cost`` prices training jobs from).
 
 ``--tiny`` runs every stage at toy sizes (the quick scale's models and data; on the CPU in under a
 minute), which is what the test suite runs.
@@ -116,7 +116,7 @@ def facts(check: Check):
     import pandas as pd
     import torch
 
-    from ..provenance import source_digest
+    from ..pipeline.provenance import source_digest
 
     dev = check.device
     rows = {"device": str(dev), "torch": torch.__version__, "python": sys.version.split()[0],

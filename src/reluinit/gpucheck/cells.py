@@ -64,7 +64,7 @@ def _reference(exp: str) -> tuple[pd.DataFrame | None, float]:
 def _settings(check, exp: str, **changes) -> tuple[dict, str]:
     """The paper's settings of ``exp`` with ``changes``, reading MNIST from ``--data-dir``; without
     one, generated points of the same dimension (and the note says so)."""
-    from ..config import settings
+    from ..pipeline.config import settings
 
     s = {**settings(check.config, exp, "paper"), **changes}
     if "dataset" not in s:
@@ -99,7 +99,7 @@ def _compare(exp, cell, mine: pd.DataFrame, ref: pd.DataFrame | None, keys: list
 
 
 def tg_f2(check) -> pd.DataFrame:
-    from ..catalogue import get
+    from ..pipeline.catalogue import get
 
     n_nets = 1 if check.tiny else 10
     toy = dict(width=64, depth=5, n_pieces=1000) if check.tiny else {}
@@ -117,7 +117,7 @@ def tg_f2(check) -> pd.DataFrame:
 
 
 def tg_f3a(check) -> pd.DataFrame:
-    from ..catalogue import get
+    from ..pipeline.catalogue import get
     from ..figures.tg import net_growth
 
     n_nets = 1 if check.tiny else 20
@@ -153,7 +153,7 @@ def _float32_change(exp: str, setting: str) -> float:
 
 
 def ep_f14(check) -> pd.DataFrame:
-    from ..catalogue import get
+    from ..pipeline.catalogue import get
 
     n_nets = 1 if check.tiny else 5
     s, note = _settings(check, "EP-F14", n_nets=n_nets)

@@ -87,10 +87,10 @@ def _bill(check, cost_path: Path) -> str:
     key = (str(cost_path), cost_path.stat().st_mtime_ns)
     if key not in _bills:
         try:
-            from ..plan import jobs, read_cost, totals
+            from ..pipeline.plan import jobs, read_cost, totals
 
             bill = totals(jobs(check.config, "paper", cost=read_cost(cost_path)))
-            _bills[key] = (f"Paper DAG priced from these costs (`python -m reluinit.plan paper --cost gpu-cost.csv`): "
+            _bills[key] = (f"Paper DAG priced from these costs (`python -m reluinit.pipeline.plan paper --cost gpu-cost.csv`): "
                            f"**{bill.loc['total', 'gpu_hours_measured']:,.0f} GPU-hours measured against "
                            f"{bill.loc['total', 'gpu_hours']:,.0f} declared**; "
                            f"{int(bill.loc['total', 'unpriced_runs'])} training runs of families not measured keep "

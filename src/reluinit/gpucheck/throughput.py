@@ -1,7 +1,7 @@
 """Throughput of every training family of the paper DAG, and runs packed on one device.
 
 A *family* is a (model, dataset, recipe) combination of the training jobs that
-``reluinit.smoke.subset`` lists (``plan.run_family`` names it; a net an experiment builds for
+``reluinit.pipeline.smoke.subset`` lists (``plan.run_family`` names it; a net an experiment builds for
 itself is "<ID> net"), and the nets LR's figures read (``train LR-MNIST``). Each is timed on
 what its own experiment builds: the job runs at the smoke scale (generated tensors of the real
 shapes and class counts, the paper's models, batch sizes and recipes; ``--tiny``: the quick scale)
@@ -58,9 +58,9 @@ class Family:
 
 def families(config: dict, scale: str, device) -> dict[tuple[str, str, str], Family]:
     """Every family of the paper DAG, with a way to start its job at ``scale`` (smoke or quick)."""
-    from .. import catalogue, smoke
-    from ..config import settings, training_settings
-    from ..plan import run_family
+    from ..pipeline import catalogue, smoke
+    from ..pipeline.config import settings, training_settings
+    from ..pipeline.plan import run_family
 
     found: dict[tuple[str, str, str], Family] = {}
     for exp, keys in smoke.subset(config, scale).items():
@@ -93,7 +93,7 @@ def _job(e, s, key, device):
 
 
 def _train_net(spec, ts, arch, run, device):
-    from ..catalogue import trainer
+    from ..pipeline.catalogue import trainer
 
     lr_train = trainer(spec)
     return lambda: lr_train.train_classifier(ts, arch, lr_train.run_seed(ts, arch, run), str(device))
@@ -102,7 +102,7 @@ def _train_net(spec, ts, arch, run, device):
 def _paper_run(paper: dict, exp: str, model: str, dataset: str) -> dict:
     """One paper-scale run of this family: its steps and epochs over the real data
     (``plan.run_steps``) and the hours the config declares for it."""
-    from ..plan import run_family, run_hours, run_steps
+    from ..pipeline.plan import run_family, run_hours, run_steps
 
     recipe = run_family(exp, paper, {"model": model, "dataset": dataset})[2]
     return run_steps(recipe, dataset) | {"declared_hours": run_hours(paper, model)}
@@ -110,7 +110,7 @@ def _paper_run(paper: dict, exp: str, model: str, dataset: str) -> dict:
 
 def _paper_spec(ts: dict) -> dict:
     """The same for a net of a training spec (LR-MNIST: Adam, its epochs and batch; rule `train`)."""
-    from ..plan import TRAIN, hours, run_steps
+    from ..pipeline.plan import TRAIN, hours, run_steps
 
     recipe = {"optimizer": "adam", "batch_size": ts["batch_size"], "epochs": ts["epochs"]}
     return run_steps(recipe, ts["dataset"]) | {"declared_hours": hours(TRAIN["runtime"])}
@@ -305,9 +305,9 @@ def run(check) -> dict[str, pd.DataFrame]:
 
 def _declared_totals(config: dict) -> dict[tuple[str, str, str], float]:
     """GPU-hours the paper scale's config declares per family, over every training run of `all`."""
-    from .. import catalogue
-    from ..config import settings
-    from ..plan import default_experiments, run_family, run_hours
+    from ..pipeline import catalogue
+    from ..pipeline.config import settings
+    from ..pipeline.plan import default_experiments, run_family, run_hours
 
     totals: dict = {}
     for exp in default_experiments(config, "paper"):

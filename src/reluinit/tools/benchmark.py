@@ -1,10 +1,10 @@
 """Benchmarks of the hot paths: the trajectory engine, pruning at initialization and training.
 
-    python -m reluinit.benchmark trajectories [--width 784] [--depth 20] [--points 10001]
+    python -m reluinit.tools.benchmark trajectories [--width 784] [--depth 20] [--points 10001]
                                               [--chunk 2047] [--dtype float32] [--device auto]
-    python -m reluinit.benchmark pruning [--batch 256] [--rounds 100] [--device auto] [--against DIR] [--floor]
-    python -m reluinit.benchmark training [--steps 20] [--batch 128] [--workers 4] [--epoch] [--device auto]
-    python -m reluinit.benchmark regions [--widths 16 32 64] [--depth 3] [--lines 100] [--device auto]
+    python -m reluinit.tools.benchmark pruning [--batch 256] [--rounds 100] [--device auto] [--against DIR] [--floor]
+    python -m reluinit.tools.benchmark training [--steps 20] [--batch 128] [--workers 4] [--epoch] [--device auto]
+    python -m reluinit.tools.benchmark regions [--widths 16 32 64] [--depth 3] [--lines 100] [--device auto]
 
 ``trajectories``: the engine (``reluinit.trajectories.measure``) does one ``[chunk, k] x [k, k]`` product per
 layer and chunk plus the bookkeeping (differences, norms, transitions, pattern hashes). Its rate
@@ -42,11 +42,11 @@ import time
 
 import torch
 
-from .models import ResNet, initialize
-from .nets import resolve_device
-from .pruning import grasp_scores, snip_scores, synflow_masks
-from .sampling import random_net
-from .trajectories import Line, measure
+from ..models import ResNet, initialize
+from ..nets import resolve_device
+from ..pruning import grasp_scores, snip_scores, synflow_masks
+from ..sampling import random_net
+from ..trajectories import Line, measure
 
 
 def _sync():
@@ -100,7 +100,7 @@ def _passes(model, x, y, rounds):
     from torch import nn
     from torch.func import functional_call
 
-    from .pruning import _linearized, prunable
+    from ..pruning import _linearized, prunable
 
     weights = list(prunable(model).values())
     loss = nn.CrossEntropyLoss()
@@ -196,8 +196,8 @@ def regioncam_faces(net, half_side: float) -> list[int]:
 def regions(a) -> None:
     import numpy as np
 
-    from .nets import sample_mlp
-    from .regions import plane_regions, split_lines
+    from ..nets import sample_mlp
+    from ..regions import plane_regions, split_lines
 
     try:
         import regioncam
@@ -272,7 +272,7 @@ class _HostImages(torch.utils.data.Dataset):
 
 
 def training(a) -> None:
-    from .training import DeviceData, Recipe, fit
+    from ..training import DeviceData, Recipe, fit
 
     device = resolve_device(a.device)
     n = 50_000 if a.epoch else a.steps * a.batch

@@ -3,7 +3,7 @@
 The workflow's rules take their resources from here (``train_resources``, ``MEASURE``, ``TRAIN``),
 so the table printed by
 
-    python -m reluinit.plan paper        # or quick, smoke; --config other.yaml; --csv out.csv
+    python -m reluinit.pipeline.plan paper        # or quick, smoke; --config other.yaml; --csv out.csv
 
 is what Snakemake submits: one row per measurement, pruning or training job (gpu, cpus, mem_mb, runtime)
 and the totals (jobs, GPU-hours, CPU-hours, memory). Figure, report and fetch jobs are small
@@ -84,8 +84,8 @@ def run_family(exp: str, s: dict, run: dict) -> tuple[str, str, dict]:
 def run_steps(recipe: dict, dataset: str) -> dict:
     """What one run of ``recipe`` (settings) does over the real ``dataset``: its training and test
     images, steps per epoch, epochs and optimizer steps (``training.Recipe`` counts them)."""
-    from .datasets import SHAPES
-    from .training import Recipe
+    from ..datasets import SHAPES
+    from ..training import Recipe
 
     n_train, n_test = SHAPES[dataset][2:4]
     r = Recipe.from_settings(recipe)
@@ -269,7 +269,7 @@ def totals(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reluinit.plan", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m reluinit.pipeline.plan", description=__doc__.split("\n\n")[0])
     parser.add_argument("scale", nargs="?", default="paper", choices=["paper", "quick", "smoke"])
     parser.add_argument("--config", default="config.yaml", help="the workflow config (default: config.yaml)")
     parser.add_argument("--csv", help="also write every job's row to this CSV file")

@@ -3,7 +3,7 @@ at the paper's sizes, per experiment a sample of nets at the first, middle and l
 sweep. Prints the largest change of a net's value over the spread across nets; ``--out`` keeps
 every net's value in both types (``reference/paper/precision.csv``)::
 
-    python -m reluinit.experiments.precision [--nets 5] [--data-dir data] [--out precision.csv]
+    python -m reluinit.tools.precision [--nets 5] [--data-dir data] [--out precision.csv]
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ def precision(a) -> None:
     import pandas as pd
     import yaml
 
-    from ..catalogue import get
-    from ..config import settings
-    from .tg import growth_rows, net_growth
+    from ..pipeline.catalogue import get
+    from ..pipeline.config import settings
+    from ..experiments.tg import growth_rows, net_growth
 
     config = yaml.safe_load(open(a.config))
     config["data_dir"] = a.data_dir

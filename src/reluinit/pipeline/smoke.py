@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import catalogue, datasets, paths
+from . import catalogue, paths
+from .. import datasets
 from .config import settings
 from .plan import MEASURE, TRAIN, default_experiments, prune_resources, train_resources
 

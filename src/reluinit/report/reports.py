@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import catalogue, claims, paths
+from ..pipeline import catalogue, paths
+from . import claims
 
 
 def built_with(path: str) -> dict:

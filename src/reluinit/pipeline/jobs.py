@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import integrity
+from .. import integrity
 
 # A job's log marks what the user should do with this; the workflow's final words repeat the
 # newest such line of the run (the Snakefile's `onerror`).

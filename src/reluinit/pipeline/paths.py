@@ -49,7 +49,7 @@ def table(results: str, exp: str, paper: str | None = None) -> str:
 
 def existing_table(results: str, exp: str) -> str:
     """The table to read: ``<ID>.csv``, or ``<ID>.csv.gz`` where the committed reference tree
-    (``reluinit.reference``) keeps a large table gzipped (pandas reads either)."""
+    (``reluinit.report.reference``) keeps a large table gzipped (pandas reads either)."""
     from pathlib import Path
 
     plain = table(results, exp)

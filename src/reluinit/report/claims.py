@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from . import paths
+from ..pipeline import paths
 
 REPRODUCED, NOT_REPRODUCED, NOT_RUN = "reproduced", "not reproduced", "not run at this scale"
 COLUMNS = ["claim", "paper", "place", "statement", "table", "expected", "measured", "scale",

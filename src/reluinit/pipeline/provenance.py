@@ -1,11 +1,8 @@
-"""Fingerprints of what determines a result, so that none is silently reused after it changed.
+"""Code fingerprints, so that no result is silently reused after the code that made it changed.
 
-Two kinds, for the two ways a result goes stale:
+(A training run's settings fingerprint, what its checkpoint carries, is the science's:
+``reluinit.fingerprint``.)
 
-* ``settings_fingerprint``: the settings a training run was started with (everything in its
-  config block but bookkeeping, and the run's own axes and seed). A checkpoint carries it, and
-  a run resumes from a checkpoint only when it matches (``training.Checkpoint``); ``changes``
-  names what differs, for the log line that says why a run starts afresh.
 * ``code_fingerprint``: a hash of the library code a job runs, found by following, from the
   functions the job calls, every function, class and constant of this package they reference
   (transitively, through closures and module attributes). Measurement and figure jobs carry it
@@ -31,43 +28,6 @@ from pathlib import Path
 from typing import Callable
 
 PACKAGE = __name__.split(".")[0]
-
-# Settings that say how a job is scheduled or where files live, not what a run computes.
-BOOKKEEPING = frozenset({"resources", "runs_per_job", "optional", "data_dir"})
-
-
-def plain(value):
-    """``value`` as JSON would give it back (tuples become lists, keys strings): what a
-    checkpoint stores and what two fingerprints are compared in."""
-    return json.loads(json.dumps(value, sort_keys=True, default=str))
-
-
-def settings_fingerprint(settings: dict, exclude=(), **run) -> dict:
-    """What determines one training run: ``settings`` without bookkeeping (and ``exclude``),
-    and the run's own values (``run``: its axes, seed, ...), as plain data."""
-    kept = {k: v for k, v in settings.items() if k not in BOOKKEEPING and k not in set(exclude)}
-    return plain({**kept, **({"run": run} if run else {})})
-
-
-def _flat(d, prefix=""):
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict) and v:
-            out.update(_flat(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
-def changes(old: dict | None, new: dict) -> list[str]:
-    """``["recipe.lr 0.1 -> 0.05", ...]``: every dotted key whose value differs (missing keys
-    read ``(none)``)."""
-    a, b = _flat(old or {}), _flat(new)
-    missing = "(none)"
-    return [f"{k} {a.get(k, missing)} -> {b.get(k, missing)}" for k in sorted(set(a) | set(b))
-            if a.get(k, missing) != b.get(k, missing)]
-
 
 # --- code ----------------------------------------------------------------------------------------
 
@@ -203,7 +163,7 @@ _memo: dict = {}  # this process's answers: {"file": Path, "known": {...}, "new"
 def source_digest() -> str:
     """A hash of every source file of this package and of the Python version reading them: answers
     computed by any other version of the code are never read."""
-    root = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parent.parent  # the whole package
     digest = hashlib.sha256(repr(sys.version_info[:2]).encode())
     for path in sorted(root.rglob("*.py")):
         digest.update(f"\0{path.relative_to(root).as_posix()}\0".encode())

@@ -1,0 +1,1 @@
+"""Tools beside the pipeline: benchmarks of the hot paths and the float32 precision check."""
