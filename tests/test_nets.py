@@ -3,7 +3,8 @@ import math
 import pytest
 import torch
 
-from reluinit.nets import INITS, sample_mlp
+from reluinit.inits import SCHEMES, weight_std
+from reluinit.nets import sample_mlp
 
 
 def test_shapes_and_seed_reproducibility():
@@ -47,5 +48,21 @@ def test_bad_arguments():
         sample_mlp([2, 2], "lecun", seed=0)
     with pytest.raises(ValueError, match="positive"):
         sample_mlp([2, -1], "he", seed=0)
-    assert set(INITS) >= {"he", "he_fan_out", "glorot"}
-    assert math.isclose(INITS["he"](8, 2, False), 0.5)
+    assert set(SCHEMES) >= {"he", "he_fan_out", "glorot", "kaiming_fan_out", "sigma"}
+    assert math.isclose(weight_std("he", 8, 2), 0.5)
+
+
+def test_one_scheme_one_formula_for_an_mlp_and_any_torch_model():
+    """``inits`` is the one home of the schemes: the MLP sampler and ``initialize`` on a torch model
+    give layers of the same standard deviation (He by fan-in, Glorot, OP's fan-out He, sigma_w)."""
+    from reluinit import inits, models
+
+    for scheme, kw in [("he", {}), ("glorot", {}), ("sigma", {"sigma_w": 1.5})]:
+        net = sample_mlp([400, 300, 200], scheme if scheme != "sigma" else "gaussian", seed=0, **kw)
+        model = inits.initialize(models.ffnn(400, 300, 1, 200, bias=False), scheme, seed=0, **kw)
+        for a, b in zip(net.weights, [m.weight for _, m in models.weight_layers(model)]):
+            assert math.isclose(float(a.std()), float(b.std()), rel_tol=0.02), scheme
+    assert math.isclose(weight_std("he_fan_out", 100, 400), math.sqrt(2 / 400))
+    assert math.isclose(weight_std("he_fan_out", 100, 400, readout=True), math.sqrt(2 / 100))
+    assert weight_std("kaiming_fan_out", 27, 9 * 16, conv=True) == math.sqrt(2 / 144)
+    assert weight_std("kaiming_fan_out", 64, 10) == 0.01

@@ -8,8 +8,9 @@ import pytest
 import torch
 from torch import nn
 
-from reluinit import models, pruning
-from reluinit.models import ResNet, VanillaCNN, ffnn, initialize
+from reluinit import inits, models, pruning
+from reluinit.inits import initialize
+from reluinit.models import ResNet, VanillaCNN, ffnn
 from reluinit.pruning import apply_masks, critical_sparsity, grasp_scores, layer_table, magnitude_scores, masks_from_scores, prunable, prune, snip_scores, sparsity, synflow_masks, synflow_scores_once
 
 
@@ -371,7 +372,7 @@ def test_a_new_pruner_is_a_class_and_a_name():
             return {n: torch.full_like(w, float(i)) for i, (n, w) in enumerate(pruning.prunable(model).items())}
 
     try:
-        model = models.initialize(models.build("ffnn", 10, (1, 8, 8), width=16, depth=3), "he", seed=0)
+        model = inits.initialize(models.build("ffnn", 10, (1, 8, 8), width=16, depth=3), "he", seed=0)
         masks = pruning.prune(model, "toy_last_layers", 0.2)
         kept = [int(m.sum()) for m in masks.values()]
         assert sum(kept) == round(0.2 * sum(m.numel() for m in masks.values()))
@@ -390,7 +391,7 @@ def test_a_new_pruner_is_a_class_and_a_name():
 def test_masks_on_disk_are_bits_that_come_back_exactly(tmp_path):
     """``save_masks`` stores each mask at one bit per weight; ``load_masks`` returns the same masks
     and facts; the digest that keys a training checkpoint changes with any one bit."""
-    model = models.initialize(models.build("cnn", 10, (1, 8, 8), width=6, depth=3), "he", seed=1)
+    model = inits.initialize(models.build("cnn", 10, (1, 8, 8), width=6, depth=3), "he", seed=1)
     masks, s_cr = pruning.prune_with_s_cr(model, "magnitude", 0.3)
     runs = {"a": {"masks": masks, "net_seed": 7, "s_cr": s_cr}, "dense": {"masks": None}}
     pruning.save_masks(runs, tmp_path / "m.pt")

@@ -8,7 +8,8 @@ import torch
 from reluinit.pipeline.catalogue import get
 from reluinit.experiments import tg_train
 from reluinit.figures.tg_train import lines_of
-from reluinit.models import build, initialize
+from reluinit.inits import initialize
+from reluinit.models import build
 from reluinit.nets import MLP, Activation
 from reluinit.training import DeviceData, Recipe, fit
 from reluinit import datasets

@@ -2,7 +2,7 @@ import math
 
 import torch
 
-from reluinit import training
+from reluinit import inits, training
 from reluinit.experiments import lr_train
 from reluinit.nets import sample_mlp
 
@@ -55,13 +55,13 @@ from reluinit.training import DeviceData, Recipe, fit  # noqa: E402
 
 DIGITS_RUN = """
 import sys, torch
-from reluinit import datasets, models
+from reluinit import datasets, inits, models
 from reluinit.training import DeviceData, Recipe, fit
 torch.manual_seed(0)
 tr, te = datasets.digits(True), datasets.digits(False)
 train, test = DeviceData.from_split(tr, "cpu"), None
 test = DeviceData.from_split(te, "cpu", like=train)
-model = models.initialize(models.build("ffnn", 10, (1, 8, 8), width=32, depth=2), "he", seed=1)
+model = inits.initialize(models.build("ffnn", 10, (1, 8, 8), width=32, depth=2), "he", seed=1)
 recipe = Recipe(optimizer="sgd", lr=0.05, momentum=0.9, weight_decay=5e-4, nesterov=True, batch_size=64,
                 epochs=int(sys.argv[2]), augment=True, crop_pad=1, schedule="step")
 run = fit(model, train, test, recipe, seed=3, checkpoint=sys.argv[1] if sys.argv[1] != "-" else None)
@@ -104,7 +104,7 @@ def test_kill_and_resume_gives_the_same_final_weights(tmp_path):
 
 
 def _tiny(seed=0, **kw):
-    model = models.initialize(models.build("ffnn", 10, (1, 8, 8), width=16, depth=2, **kw), "he", seed=seed)
+    model = inits.initialize(models.build("ffnn", 10, (1, 8, 8), width=16, depth=2, **kw), "he", seed=seed)
     train = DeviceData.from_split(datasets.digits(True), "cpu")
     return model, train, DeviceData.from_split(datasets.digits(False), "cpu", like=train)
 

@@ -25,17 +25,8 @@ import math
 import torch
 from torch import nn
 
-from .nets import MLP
-
-ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "hardtanh": nn.Hardtanh}
-
-
-def _act(name: str) -> nn.Module:
-    try:
-        return ACTIVATIONS[name]()
-    except KeyError:
-        raise ValueError(f"unknown activation {name!r}; known: {sorted(ACTIVATIONS)}") from None
-
+from .inits import initialize
+from .nets import MLP, Activation
 
 def ffnn(n_in: int, width: int, depth: int, n_out: int, activation: str = "relu", bias: bool = True) -> MLP:
     """Fully connected: ``depth`` hidden layers of ``width`` units, then a linear readout; a
@@ -55,7 +46,7 @@ class VanillaCNN(nn.Sequential):
         layers: list[nn.Module] = []
         for i in range(depth):
             layers += [nn.Conv2d(in_channels if i == 0 else channels, channels, 3, padding=1, padding_mode=padding),
-                       _act(activation)]
+                       Activation(activation)]
         layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, n_out)]
         super().__init__(*layers)
 
@@ -76,7 +67,7 @@ class VGG16(nn.Sequential):
                 continue
             for _ in range(repeat):
                 layers += [nn.Conv2d(c, v, 3, padding=1, padding_mode="circular", bias=False), nn.BatchNorm2d(v),
-                           _act(activation)]
+                           Activation(activation)]
                 c = v
         layers += [nn.Flatten(), nn.Linear(c, n_out)]
         super().__init__(*layers)
@@ -96,13 +87,13 @@ class BasicBlock(nn.Module):
     def __init__(self, c_in: int, c_out: int, stride: int, activation: str, branch_scale: float):
         super().__init__()
         self.branch = nn.Sequential(
-            nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(c_out), _act(activation),
+            nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(c_out), Activation(activation),
             nn.Conv2d(c_out, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out))
         self.shortcut = nn.Identity()
         if stride != 1 or c_in != c_out:
             self.shortcut = nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride=stride, bias=False), nn.BatchNorm2d(c_out))
         self.branch_scale = branch_scale
-        self.out = _act(activation)
+        self.out = Activation(activation)
 
     def forward(self, x):
         return self.out(self.shortcut(x) + self.branch(x) * self.branch_scale)
@@ -120,7 +111,7 @@ class ResNet(nn.Module):
         self.n_blocks = 3 * n
         scale = 1 / math.sqrt(self.n_blocks) if stable else 1.0
         self.stem = nn.Sequential(nn.Conv2d(in_channels, channels[0], 3, padding=1, bias=False),
-                                  nn.BatchNorm2d(channels[0]), _act(activation))
+                                  nn.BatchNorm2d(channels[0]), Activation(activation))
         blocks, c = [], channels[0]
         for stage, c_out in enumerate(channels):
             for i in range(n):
@@ -147,14 +138,14 @@ class EPConvNet(nn.Sequential):
 
         def conv(c_in, c_out):
             return nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1),
-                                 *([nn.BatchNorm2d(c_out)] if batch_norm else []), _act(activation))
+                                 *([nn.BatchNorm2d(c_out)] if batch_norm else []), Activation(activation))
 
         flat = 2 * width * math.ceil(math.ceil(h / 2) / 2) * math.ceil(math.ceil(w / 2) / 2)
         hidden = max(flat // 2, n_out)  # "the final fc layer halves the number of neurons"
         super().__init__(conv(c0, width), conv(width, width), nn.MaxPool2d(2, ceil_mode=True),
                          conv(width, 2 * width), conv(2 * width, 2 * width), conv(2 * width, 2 * width),
                          nn.MaxPool2d(2, ceil_mode=True),
-                         nn.Sequential(nn.Flatten(), nn.Linear(flat, hidden), _act(activation)),
+                         nn.Sequential(nn.Flatten(), nn.Linear(flat, hidden), Activation(activation)),
                          nn.Linear(hidden, n_out))
 
 
@@ -208,37 +199,6 @@ def build(name: str, n_out: int, in_shape: tuple[int, ...], activation: str = "r
 def weight_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """The conv and linear layers, in order: what is initialized by scheme and what is pruned."""
     return [(n, m) for n, m in model.named_modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
-
-
-@torch.no_grad()
-def initialize(model: nn.Module, scheme: str = "he", sigma_w: float | None = None, sigma_b: float = 0.0,
-               seed: int = 0) -> nn.Module:
-    """Weights of every conv/linear layer N(0, v / fan_in) with v = 2 (``he``), 2 fan_in / (fan_in +
-    fan_out) (``glorot``) or sigma_w^2 (``eoc`` or any phase point); biases N(0, sigma_b^2).
-    ``kaiming_fan_out`` is the RP authors' ResNet init: convs N(0, 2 / fan_out), fan_out = out
-    channels x kernel size, and linear layers (the classifier) N(0, 0.01^2), biases 0.
-    Batch norms keep torch's weight 1, bias 0."""
-    gen = torch.Generator().manual_seed(seed)
-    for _, m in weight_layers(model):
-        fan_in = m.weight[0].numel()
-        fan_out = m.weight.shape[0] * (m.weight[0, 0].numel() if m.weight.dim() > 2 else 1)
-        if scheme == "he":
-            std = math.sqrt(2.0 / fan_in)
-        elif scheme == "glorot":
-            std = math.sqrt(2.0 / (fan_in + fan_out))
-        elif scheme == "kaiming_fan_out":
-            std = math.sqrt(2.0 / fan_out) if m.weight.dim() > 2 else 0.01
-            sigma_b = 0.0
-        elif scheme == "sigma":
-            if sigma_w is None:
-                raise ValueError("scheme 'sigma' needs sigma_w")
-            std = sigma_w / math.sqrt(fan_in)
-        else:
-            raise ValueError(f"unknown initialization {scheme!r}; known: he, glorot, sigma, kaiming_fan_out")
-        m.weight.copy_(torch.randn(m.weight.shape, generator=gen, dtype=torch.float64) * std)
-        if m.bias is not None:
-            m.bias.copy_(torch.randn(m.bias.shape, generator=gen, dtype=torch.float64) * sigma_b)
-    return model
 
 
 # --- EP's nets: conv net variants, trajectory regularization -------------------------------------

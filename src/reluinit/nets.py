@@ -7,11 +7,12 @@ measured at initialization, pruned and trained, so every paper reads it the same
 
 from __future__ import annotations
 
-import math
 from typing import Callable
 
 import torch
 from torch import nn
+
+from .inits import SCHEMES, weight_std
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": torch.relu,
@@ -27,24 +28,6 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     if str(device) == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
-
-
-# --- initialization schemes -------------------------------------------------------------
-# Each scheme maps (fan_in, fan_out, readout) to the standard deviation of a layer's
-# Gaussian weights. ``readout`` is True for a final linear layer with no activation after it.
-InitStd = Callable[[int, int, bool], float]
-
-INITS: dict[str, InitStd] = {
-    # Kaiming/He normal as torch and most papers use it: variance 2 / fan_in.
-    "he": lambda fan_in, fan_out, readout: math.sqrt(2.0 / fan_in),
-    # He as stated in OP (Lemma 1, Theorem 1): variance 2 / n, n the width of the ReLU layer
-    # the matrix touches. For a layer followed by a ReLU that is its fan-out (forward norm
-    # preserved, Lemma 1); for the readout it is its fan-in, the variance Lemma 4 needs to
-    # carry the output error back into the last ReLU layer with its norm preserved.
-    "he_fan_out": lambda fan_in, fan_out, readout: math.sqrt(2.0 / (fan_in if readout else fan_out)),
-    # Glorot/Xavier normal: variance 2 / (fan_in + fan_out).
-    "glorot": lambda fan_in, fan_out, readout: math.sqrt(2.0 / (fan_in + fan_out)),
-}
 
 
 class MLP(nn.Module):
@@ -131,11 +114,17 @@ class MLP(nn.Module):
 
 
 class Activation(nn.Module):
-    """An activation of ``ACTIVATIONS`` by name, as a module (the stages of a net, ``stages``)."""
+    """An activation of ``ACTIVATIONS`` by name, as a module: the stages of a net (``stages``) and
+    the activations of every model of ``models``, so that one table names them all."""
 
     def __init__(self, name: str):
         super().__init__()
+        if name not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {name!r}; known: {sorted(ACTIVATIONS)}")
         self.name = name
+
+    def extra_repr(self) -> str:
+        return self.name
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return ACTIVATIONS[self.name](x)
@@ -180,14 +169,10 @@ def sample_mlp(
     Weights are drawn on the CPU from a generator seeded with ``seed`` (so a seed gives the
     same net on every device) and then moved to ``device``.
     """
-    if init == "gaussian":
-        if sigma_w is None:
-            raise ValueError("init 'gaussian' needs sigma_w")
-        std_of = lambda fan_in, fan_out, readout: sigma_w / math.sqrt(fan_in)  # noqa: E731
-    elif init in INITS:
-        std_of = INITS[init]
-    else:
-        raise ValueError(f"unknown init {init!r}; known: {sorted(INITS) + ['gaussian']}")
+    if init not in SCHEMES:
+        raise ValueError(f"unknown init {init!r}; known: {', '.join(SCHEMES)}")
+    std_of = lambda fan_in, fan_out, readout: weight_std(init, fan_in, fan_out, readout=readout,  # noqa: E731
+                                                         sigma_w=sigma_w)
     if any(n < 1 for n in widths):
         raise ValueError(f"widths must be positive, got {widths}")
     gen = torch.Generator().manual_seed(seed)

@@ -27,10 +27,11 @@ import torch
 from scipy.optimize import brentq
 
 from .. import datasets
+from ..inits import initialize
 from ..meanfield import chi, eoc_sigma_w
-from ..models import build, ffnn, initialize
+from ..models import build, ffnn
 from ..nets import resolve_device
-from ..pruning import apply_masks, chi_empirical, critical_sparsity, layer_table, load_masks, magnitude_scores, masks_from_scores, rescale, row_shuffled, snip_scores
+from ..pruning import apply_masks, chi_empirical, layer_table, load_masks, prune, prune_with_s_cr, rescale, row_shuffled
 from ..theory import rp_mbp_bound, rp_theorem1_bound
 from . import part_seed, resolve_part
 
@@ -65,7 +66,7 @@ def _chi_stages(s: dict, x, y, sigma_w: float, seed: int, dev) -> tuple[dict, di
     """One net's SBP masks at ``sparsity`` and its measured chi at every stage of ``CHI_STAGES``."""
     probe = x.flatten(1).double()
     model = _ffnn(s, x[0].numel(), sigma_w, s["sigma_b"], seed, dev)
-    masks = masks_from_scores(snip_scores(model, x, y), 1 - s["sparsity"])
+    masks = prune(model, "snip", 1 - s["sparsity"], x=x, y=y)
     model = model.double()
     out = {"dense": chi_empirical(model, probe)}
     apply_masks(model, masks)
@@ -151,7 +152,7 @@ def th1_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFr
         # L = 100), below float32's range, where every deep score would be 0 and s_cr with it
         model = _ffnn(s, x[0].numel(), sigma_w, s["sigma_b"], net_seed, dev).double()
         rows.append({"net": i, "net_seed": net_seed,
-                     "s_cr": critical_sparsity(snip_scores(model, x.double(), y))})
+                     "s_cr": prune_with_s_cr(model, "snip", 1.0, x=x.double(), y=y)[1]})
         log.info("%s reading, net %d: s_cr = %.3f", p["reading"], i, rows[-1]["s_cr"])
     L, N = s["depth"], s["width"]
     return pd.DataFrame(rows).assign(
@@ -179,7 +180,7 @@ def t7_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFra
             with torch.no_grad():
                 model.layers[0].weight.div_(math.sqrt(gamma))  # alpha_1 = gamma: variance 1 / (gamma N)
             rows.append({"gamma": gamma, "net": i, "net_seed": net_seed,
-                         "s_cr": critical_sparsity(magnitude_scores(model)), "bound": bound})
+                         "s_cr": prune_with_s_cr(model, "magnitude", 1.0)[1], "bound": bound})
     return pd.DataFrame(rows).assign(depth=L, width=N)
 
 
@@ -196,10 +197,9 @@ def f2_masks(s: dict, key: str, device: str = "auto", inputs=()) -> dict[str, di
     dev = resolve_device(device)
     x, y, data = _batch(s, seed, dev)
     model = initialize(build(p["model"], data.n_classes, tuple(x.shape[1:])), "he", seed=seed).to(dev)
-    scores = snip_scores(model, x, y)
-    masks = masks_from_scores(scores, 1 - s["sparsity"])
+    masks, s_cr = prune_with_s_cr(model, "snip", 1 - s["sparsity"], x=x, y=y)
     return {key: {"masks": {n: m.cpu() for n, m in masks.items()}, "model": p["model"], "method": "snip",
-                  "sparsity": s["sparsity"], "net_seed": seed, "s_cr": critical_sparsity(scores), "dataset": data.name}}
+                  "sparsity": s["sparsity"], "net_seed": seed, "s_cr": s_cr, "dataset": data.name}}
 
 
 def f2_measure(s: dict, key: str, device: str = "auto", inputs=(), masks: str | None = None) -> pd.DataFrame:

@@ -16,14 +16,13 @@ diagonal of the whole net). Choices the paper leaves open are in the README.
 from __future__ import annotations
 
 import logging
-import math
 
 import pandas as pd
 from torch import nn
 
 from .. import datasets
-from ..meanfield import eoc_sigma_w
-from ..models import build, initialize
+from ..inits import init_point, initialize
+from ..models import build
 from ..pruning import PRUNERS, apply_masks, layer_table, prune_with_s_cr, rescale, sparsity
 from ..training import Checkpoint, Recipe, fit, history_table, load_data
 from . import product_runs, training_jobs
@@ -55,19 +54,6 @@ def method(name: str) -> tuple[str | None, bool, bool]:
     raise ValueError(f"unknown method {name!r}; known: {', '.join(sorted(set(METHODS) | set(PRUNERS)))}")
 
 
-def init_point(s: dict, init: str, activation: str) -> tuple[str, float | None, float]:
-    """(scheme, sigma_w, sigma_b) of an initialization name: ``he`` (Kaiming), ``eoc`` (the edge of
-    chaos of ``activation`` at ``s["eoc_sigma_b"]``; ReLU's is He) or ``ordered`` (s["ordered"])."""
-    if init == "he":
-        return "he", math.sqrt(2.0), 0.0
-    if init == "eoc":
-        sigma_b = s.get("eoc_sigma_b", {}).get(activation, 0.0)
-        return "sigma", eoc_sigma_w(sigma_b, activation) if activation != "relu" else math.sqrt(2.0), sigma_b
-    if init == "ordered":
-        return "sigma", s["ordered"]["sigma_w"], s["ordered"]["sigma_b"]
-    raise ValueError(f"unknown initialization {init!r}; known: he, eoc, ordered")
-
-
 def run_model(s: dict, run: dict, split) -> tuple[nn.Module, str, float | None, float]:
     """The run's net, initialized: (model, its name, sigma_w, sigma_b). He-initialized ResNets use
     the authors' ResNet init (``kaiming_fan_out``: convs by fan-out, classifier N(0, 0.01^2)), which
@@ -76,7 +62,8 @@ def run_model(s: dict, run: dict, split) -> tuple[nn.Module, str, float | None, 
     name = f"stable_{run['model']}" if stable else run["model"]
     model = build(name, split.n_classes, tuple(split.x.shape[1:]), run["activation"], width=run["width"],
                   depth=run.get("depth"))
-    scheme, sigma_w, sigma_b = init_point(s, run["init"], run["activation"])
+    scheme, sigma_w, sigma_b = init_point(run["init"], run["activation"],
+                                          s.get("eoc_sigma_b", {}).get(run["activation"], 0.0), s.get("ordered"))
     if scheme == "he" and "resnet" in name:
         scheme = "kaiming_fan_out"
     initialize(model, scheme, sigma_w=sigma_w, sigma_b=sigma_b, seed=run["seed"])

@@ -41,7 +41,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from ..models import build, initialize
+from ..inits import initialize
+from ..models import build
 from ..nets import MLP, resolve_device
 from ..training import Checkpoint, Recipe, fit, history_table, load_data
 from ..trajectories import Line, measure

@@ -79,7 +79,8 @@ def regions(dev, tiny: bool) -> list[dict]:
 
 
 def pruning(dev, tiny: bool) -> list[dict]:
-    from ..models import ResNet, initialize
+    from ..inits import initialize
+    from ..models import ResNet
     from ..pruning import PRUNERS, synflow_masks
 
     depth, per_class, rounds = (8, 2, 5) if tiny else (32, 10, 100)
@@ -157,7 +158,8 @@ def _bitwise(a: dict, b: dict) -> bool:
 
 
 def training(dev, tiny: bool) -> list[dict]:
-    from ..models import ResNet, initialize
+    from ..inits import initialize
+    from ..models import ResNet
     from ..training import Recipe, fit
 
     depth, batch, steps, shape = (8, 16, 4, (3, 16, 16)) if tiny else (32, 128, 10, (3, 32, 32))  # steps an epoch

@@ -331,7 +331,8 @@ def _pack_worker(device: str, tiny: bool, barrier, results, index: int) -> None:
     generated CIFAR-10 shapes: warm-up steps, then, once every process is ready, timed steps."""
     import resource
 
-    from ..models import ResNet, initialize
+    from ..inits import initialize
+    from ..models import ResNet
     from ..training import Recipe, fit
     from .agreement import generated
 

@@ -42,7 +42,8 @@ import time
 
 import torch
 
-from ..models import ResNet, initialize
+from ..inits import initialize
+from ..models import ResNet
 from ..nets import resolve_device
 from ..pruning import grasp_scores, snip_scores, synflow_masks
 from ..sampling import random_net
