@@ -165,7 +165,8 @@ def test_a_toy_experiment_added_as_the_readme_says_builds_its_figure(tmp_path):
     cat = wf / "src/reluinit/pipeline/catalogue.py"
     text = cat.read_text()
     end = text.index("\n}\n", text.index("ENTRIES = {"))
-    cat.write_text(text[:end] + '\n    "X-F2": _e("ours", "toy", "parts measure figure summary", "A toy."),' + text[end:])
+    cat.write_text(text[:end] + '\n    "X-F2": Entry("ours", "toy", parts="parts", measure="measure", figure="figure", '
+                                '    summary="summary", shows="A toy."),' + text[end:])
     config = wf / "config.yaml"
     config.write_text(config.read_text().replace("\nexperiments:\n", "\nexperiments:\n  X-F2:\n    paper: {seed: 1, n: 1000}\n"
                                                                    "    quick: {n: 100}\n", 1))

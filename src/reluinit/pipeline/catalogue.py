@@ -1,10 +1,12 @@
 """The experiment catalogue: every figure and table id the pipeline rebuilds, with its paper, its
 place in the paper, what it shows, and the module and functions that compute and plot it.
 
-This is the one place an id is wired to code: ``get("TG-F2")`` imports
-``reluinit.experiments.tg`` and returns its ``f2_parts`` and ``f2_measure``, with ``f2_figure`` and
-``f2_summary`` from ``reluinit.figures.tg`` (README, "Adding an experiment"). Nothing registers itself on import, and the
-library never imports the experiments: only ``get`` reaches them, by name.
+This is the one place an id is wired to code: each ``Entry`` names its module and each role's
+function (``parts``, ``measure``, ``figure``, ``summary``, and ``masks`` where it prunes), and
+``get("TG-F2")`` imports ``reluinit.experiments.tg`` and returns its ``f2_parts`` and ``f2_measure``,
+with ``f2_figure`` and ``f2_summary`` from ``reluinit.figures.tg`` (README, "Adding an experiment").
+Nothing registers itself on import, and the library never imports the experiments: only ``get``
+reaches them, by name.
 
 The same table writes the README's status table (``python -m reluinit.pipeline.catalogue``) and
 ``CATALOGUE.md`` (``python -m reluinit.pipeline.catalogue catalogue > CATALOGUE.md``) with the settings read
@@ -48,16 +50,15 @@ class Entry:
     runs."""
     place: str
     module: str
-    functions: tuple[str, str, str, str]
+    parts: str
+    measure: str
+    figure: str
+    summary: str
     shows: str
     trains: bool = False
     trained: str | None = None
     masks: str | None = None
     source: str | None = None
-
-
-def _e(place: str, module: str, functions: str, shows: str, **kw) -> Entry:
-    return Entry(place, module, tuple(functions.split()), shows, **kw)
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ def get(exp_id: str) -> Experiment:
     imports alone; its figure module's only when ``figure`` or ``summary`` is asked for)."""
     e = entry(exp_id)
     module = importlib.import_module(f"{PACKAGE}.experiments.{e.module}")
-    parts, measure = (getattr(module, name) for name in e.functions[:2])
+    parts, measure = getattr(module, e.parts), getattr(module, e.measure)
     extra = {role: getattr(module, name) for role, name in (("trained", e.trained), ("masks", e.masks))
              if name}
     return Experiment(exp_id, parts, measure, trains=e.trains, source=e.source, **extra)
@@ -133,7 +134,7 @@ def figures_of(exp_id: str) -> tuple[Callable, Callable]:
     module has them in ``reluinit.figures`` (every id shipped does)."""
     entry = ENTRIES[exp_id]
     views = importlib.import_module(_figure_module(entry.module))
-    return tuple(getattr(views, name) for name in entry.functions[2:])
+    return getattr(views, entry.figure), getattr(views, entry.summary)
 
 
 def _figure_module(module: str) -> str:
@@ -148,7 +149,7 @@ def code_names(exp_id: str) -> dict[str, str]:
     """``{"measure": "reluinit.experiments.tg.f2_measure", "figure": ...}``: where to read an id's code
     (the figure rules' messages say it)."""
     entry = ENTRIES[exp_id]
-    roles = list(zip(("parts", "measure", "figure", "summary"), entry.functions)) + [("masks", entry.masks)]
+    roles = [(role, getattr(entry, role)) for role in ("parts", "measure", "figure", "summary", "masks")]
     views = _figure_module(entry.module)
     home = {"figure": views, "summary": views}
     return {role: f"{home.get(role, f'{PACKAGE}.experiments.{entry.module}')}.{name}" for role, name in roles if name}
@@ -218,150 +219,201 @@ REFERENCES = {
 # --- each catalogue id: where it is in its paper, and what it shows (our words) ----------------
 
 ENTRIES = {
-    "TG-F1": _e("Figure 1", "tg", "projection_parts projection_measure f1_figure projection_summary",
-          "A circle through input space, its pre-activations projected to 2-D at the input, layer "
+    "TG-F1": Entry("Figure 1", "tg", parts="projection_parts", measure="projection_measure",
+          figure="f1_figure", summary="projection_summary",
+          shows="A circle through input space, its pre-activations projected to 2-D at the input, layer "
           "6 and layer 12 of a ReLU net (σ_w = 2)."),
-    "TG-F2": _e("Figure 2", "tg", "f2_parts f2_measure f2_figure f2_summary",
-          "Expected trajectory length per layer, one curve per density α, sparse-Gaussian weights "
+    "TG-F2": Entry("Figure 2", "tg", parts="f2_parts", measure="f2_measure",
+          figure="f2_figure", summary="f2_summary",
+          shows="Expected trajectory length per layer, one curve per density α, sparse-Gaussian weights "
           "at σ_w = 6 on a line between two MNIST test points."),
-    "TG-F3a": _e("Figure 3a", "tg", "f3_parts f3a_measure f3a_figure growth_summary",
-          "Growth factor E[‖dz(d+1)‖/‖dz(d)‖] vs σ_w at α = 0.5 for Gaussian, uniform and "
+    "TG-F3a": Entry("Figure 3a", "tg", parts="f3_parts", measure="f3a_measure",
+          figure="f3a_figure", summary="growth_summary",
+          shows="Growth factor E[‖dz(d+1)‖/‖dz(d)‖] vs σ_w at α = 0.5 for Gaussian, uniform and "
           "discrete weights, with the lower bounds of Corollaries 1-3."),
-    "TG-F3b": _e("Figure 3b", "tg", "f3_parts f3b_measure f3b_figure growth_summary",
-          "The same growth factor vs α at σ_w = 2."),
-    "TG-F4": _e("Figure 4", "tg", "f4_parts f4_measure f4_figure f4_summary",
-          "E‖u_J‖ vs α for a vector uniform on the sphere (≈ √α) and a one-hot one (= α)."),
-    "TG-F5": _e("Figure 5", "tg", "f5_parts f5_measure f5_figure growth_summary",
-          "TG-F3a and b between random points of R^500, on straight lines and on curved paths "
+    "TG-F3b": Entry("Figure 3b", "tg", parts="f3_parts", measure="f3b_measure",
+          figure="f3b_figure", summary="growth_summary",
+          shows="The same growth factor vs α at σ_w = 2."),
+    "TG-F4": Entry("Figure 4", "tg", parts="f4_parts", measure="f4_measure",
+          figure="f4_figure", summary="f4_summary",
+          shows="E‖u_J‖ vs α for a vector uniform on the sphere (≈ √α) and a one-hot one (= α)."),
+    "TG-F5": Entry("Figure 5", "tg", parts="f5_parts", measure="f5_measure",
+          figure="f5_figure", summary="growth_summary",
+          shows="TG-F3a and b between random points of R^500, on straight lines and on curved paths "
           "(semicircles in random planes)."),
-    "TG-F6": _e("Figure 6", "tg_train", "f6_parts f6_measure f6_figure f6_summary",
-          "Growth factor of trained nets vs their post-training σ_w, for lines within a class and "
+    "TG-F6": Entry("Figure 6", "tg_train", parts="f6_parts", measure="f6_measure",
+          figure="f6_figure", summary="f6_summary",
+          shows="Growth factor of trained nets vs their post-training σ_w, for lines within a class and "
           "between classes; the same nets before training in black.",
           trains=True),
-    "EP-F1": _e("Figure 1", "ep", "net_parts plane_measure f1_figure plane_summary",
-          "Regions of input space (R²) cut by a 3-hidden-layer ReLU net of width 4, layer by "
+    "EP-F1": Entry("Figure 1", "ep", parts="net_parts", measure="plane_measure",
+          figure="f1_figure", summary="plane_summary",
+          shows="Regions of input space (R²) cut by a 3-hidden-layer ReLU net of width 4, layer by "
           "layer."),
-    "EP-F2": _e("Figure 2", "ep", "grid_parts grid_measure f2_figure transitions_summary",
-          "Transitions along a circle vs depth and vs width for several σ_w², hard-tanh and ReLU."),
-    "EP-F3": _e("Figure 3", "ep", "projection_parts projection_measure f3_figure projection_summary",
-          "A circle projected to 2-D after each layer of a tanh net of width 100."),
-    "EP-F4": _e("Figure 4", "ep_conv", "f4_parts f4_measure f4_figure f4_summary",
-          "Trajectory length after each block of a CIFAR-10 conv net at initialization, several "
+    "EP-F2": Entry("Figure 2", "ep", parts="grid_parts", measure="grid_measure",
+          figure="f2_figure", summary="transitions_summary",
+          shows="Transitions along a circle vs depth and vs width for several σ_w², hard-tanh and ReLU."),
+    "EP-F3": Entry("Figure 3", "ep", parts="projection_parts", measure="projection_measure",
+          figure="f3_figure", summary="projection_summary",
+          shows="A circle projected to 2-D after each layer of a tanh net of width 100."),
+    "EP-F4": Entry("Figure 4", "ep_conv", parts="f4_parts", measure="f4_measure",
+          figure="f4_figure", summary="f4_summary",
+          shows="Trajectory length after each block of a CIFAR-10 conv net at initialization, several "
           "σ_w²."),
-    "EP-F5": _e("Figure 5", "ep", "grid_parts grid_measure f5_figure f5_summary",
-          "Transitions vs trajectory length for several widths and σ_w² (hard-tanh)."),
-    "EP-F6": _e("Figure 6", "ep_conv", "f6_parts f6_measure f6_figure f6_summary",
-          "Accuracy of a trained CIFAR-10 conv net vs noise added to one layer at a time.",
+    "EP-F5": Entry("Figure 5", "ep", parts="grid_parts", measure="grid_measure",
+          figure="f5_figure", summary="f5_summary",
+          shows="Transitions vs trajectory length for several widths and σ_w² (hard-tanh)."),
+    "EP-F6": Entry("Figure 6", "ep_conv", parts="f6_parts", measure="f6_measure",
+          figure="f6_figure", summary="f6_summary",
+          shows="Accuracy of a trained CIFAR-10 conv net vs noise added to one layer at a time.",
           trains=True),
-    "EP-F7": _e("Figure 7", "ep_fc", "one_parts one_measure f7_figure one_summary",
-          "Train and test accuracy of an MNIST net when only one hidden layer is trained.",
+    "EP-F7": Entry("Figure 7", "ep_fc", parts="one_parts", measure="one_measure",
+          figure="f7_figure", summary="one_summary",
+          shows="Train and test accuracy of an MNIST net when only one hidden layer is trained.",
           trains=True),
-    "EP-F8": _e("Figure 8", "ep_conv", "train_parts train_measure f8_figure f8_summary",
-          "Trajectory length per layer through training of a conv net without batch norm.",
+    "EP-F8": Entry("Figure 8", "ep_conv", parts="train_parts", measure="train_measure",
+          figure="f8_figure", summary="f8_summary",
+          shows="Trajectory length per layer through training of a conv net without batch norm.",
           trains=True),
-    "EP-F9": _e("Figure 9", "ep_conv", "train_parts train_measure f9_figure f9_summary",
-          "Each layer's weight scale σ_w through the same training.",
+    "EP-F9": Entry("Figure 9", "ep_conv", parts="train_parts", measure="train_measure",
+          figure="f9_figure", summary="f9_summary",
+          shows="Each layer's weight scale σ_w through the same training.",
           trains=True, source="EP-F8"),
-    "EP-F10": _e("Figure 10", "ep_conv", "train_parts train_measure f10_figure f10_summary",
-          "As EP-F8 with batch norm.",
+    "EP-F10": Entry("Figure 10", "ep_conv", parts="train_parts", measure="train_measure",
+          figure="f10_figure", summary="f10_summary",
+          shows="As EP-F8 with batch norm.",
           trains=True, source="EP-F8"),
-    "EP-F11": _e("Figure 11", "ep_conv", "train_parts train_measure f11_figure f11_summary",
-          "Accuracy through training: plain, batch norm, trajectory regularization.",
+    "EP-F11": Entry("Figure 11", "ep_conv", parts="train_parts", measure="train_measure",
+          figure="f11_figure", summary="f11_summary",
+          shows="Accuracy through training: plain, batch norm, trajectory regularization.",
           trains=True, source="EP-F8"),
-    "EP-F12": _e("Figure 12", "ep", "grid_parts grid_measure f12_figure length_summary",
-          "Trajectory length per layer of fully connected ReLU nets, several σ_w² and widths, on "
+    "EP-F12": Entry("Figure 12", "ep", parts="grid_parts", measure="grid_measure",
+          figure="f12_figure", summary="length_summary",
+          shows="Trajectory length per layer of fully connected ReLU nets, several σ_w² and widths, on "
           "MNIST inputs."),
-    "EP-F13": _e("Figure 13", "ep", "f13_parts f13_measure f13_figure f13_summary",
-          "Hard-tanh lengths per layer by width and by σ_w², and the growth ratio between Theorem "
+    "EP-F13": Entry("Figure 13", "ep", parts="f13_parts", measure="f13_measure",
+          figure="f13_figure", summary="f13_summary",
+          shows="Hard-tanh lengths per layer by width and by σ_w², and the growth ratio between Theorem "
           "3's bounds."),
-    "EP-F14": _e("Figure 14", "ep", "dichotomy_parts f14_measure f14_figure dichotomy_summary",
-          "Dichotomies of 15 inputs as the first layer's weights sweep a great circle, vs depth "
+    "EP-F14": Entry("Figure 14", "ep", parts="dichotomy_parts", measure="f14_measure",
+          figure="f14_figure", summary="dichotomy_summary",
+          shows="Dichotomies of 15 inputs as the first layer's weights sweep a great circle, vs depth "
           "and vs width."),
-    "EP-F15": _e("Figure 15", "ep", "dichotomy_parts f15_measure f15_figure dichotomy_summary",
-          "Dichotomies vs remaining depth when the swept layer moves up the net."),
-    "EP-F16": _e("Figure 16", "ep", "dichotomy_parts f16_measure f16_figure f16_summary",
-          "Unique dichotomies vs transitions, beside a random walk flipping one label per "
+    "EP-F15": Entry("Figure 15", "ep", parts="dichotomy_parts", measure="f15_measure",
+          figure="f15_figure", summary="dichotomy_summary",
+          shows="Dichotomies vs remaining depth when the swept layer moves up the net."),
+    "EP-F16": Entry("Figure 16", "ep", parts="dichotomy_parts", measure="f16_measure",
+          figure="f16_figure", summary="f16_summary",
+          shows="Unique dichotomies vs transitions, beside a random walk flipping one label per "
           "transition."),
-    "EP-F17": _e("Figure 17", "ep_fc", "one_parts one_measure f17_figure one_summary",
-          "As EP-F7 on CIFAR-10.",
+    "EP-F17": Entry("Figure 17", "ep_fc", parts="one_parts", measure="one_measure",
+          figure="f17_figure", summary="one_summary",
+          shows="As EP-F7 on CIFAR-10.",
           trains=True),
-    "EP-F18": _e("Figure 18", "ep_fc", "f18_parts f18_measure f18_figure f18_summary",
-          "Trajectory length per layer through training of an MNIST fully connected net started "
+    "EP-F18": Entry("Figure 18", "ep_fc", parts="f18_parts", measure="f18_measure",
+          figure="f18_figure", summary="f18_summary",
+          shows="Trajectory length per layer through training of an MNIST fully connected net started "
           "at small σ_w.",
           trains=True),
-    "OP-F1": _e("Figure 1", "op", "f1_parts f1_measure f1_figure f1_summary",
-          "Per layer, ‖h_l‖/‖x‖ and ‖∂ℓ/∂W_l‖_F/(‖δ‖‖x‖) over random inputs, He vs Glorot, "
+    "OP-F1": Entry("Figure 1", "op", parts="f1_parts", measure="f1_measure",
+          figure="f1_figure", summary="f1_summary",
+          shows="Per layer, ‖h_l‖/‖x‖ and ‖∂ℓ/∂W_l‖_F/(‖δ‖‖x‖) over random inputs, He vs Glorot, "
           "several widths."),
-    "OP-F2": _e("Figure 2", "op", "f2_parts f2_measure f2_figure f2_summary",
-          "Measured distortion ε vs width of a one-hidden-layer net, against the ε that Lemma 2 "
+    "OP-F2": Entry("Figure 2", "op", parts="f2_parts", measure="f2_measure",
+          figure="f2_figure", summary="f2_summary",
+          shows="Measured distortion ε vs width of a one-hidden-layer net, against the ε that Lemma 2 "
           "(forward) and Lemma 5 (backward) guarantee."),
-    "OP-F3": _e("Figure 3", "op", "f3_parts f3_measure f3_figure f3_summary",
-          "Gradient ratio per layer when the layers' widths vary around a centre."),
-    "LR-F1": _e("Figure 1", "lr", "net_parts plane_measure f1_figure plane_summary",
-          "The exact regions of a ReLU net with 2-D input at initialization."),
-    "LR-F2": _e("Figure 2", "lr", "net_parts plane_measure f2_figure plane_summary",
-          "The same layer by layer for nets of width 16, each beside a one-layer net with as many neurons."),
-    "LR-F3": _e("Figure 3", "lr", "f3_parts f3_measure f3_figure f3_summary",
-          "Telgarsky's sawtooth, exact and with small weight noise: its pieces counted."),
-    "LR-F4": _e("Figure 4", "lr", "net_parts f4_measure f4_figure f4_summary",
-          "The piecewise-linear function of a net with 1-D input at initialization."),
-    "LR-F5": _e("Figure 5", "lr", "trained_parts f5_measure f5_figure f5_summary",
-          "Regions along lines through training examples, divided by the number of neurons, "
+    "OP-F3": Entry("Figure 3", "op", parts="f3_parts", measure="f3_measure",
+          figure="f3_figure", summary="f3_summary",
+          shows="Gradient ratio per layer when the layers' widths vary around a centre."),
+    "LR-F1": Entry("Figure 1", "lr", parts="net_parts", measure="plane_measure",
+          figure="f1_figure", summary="plane_summary",
+          shows="The exact regions of a ReLU net with 2-D input at initialization."),
+    "LR-F2": Entry("Figure 2", "lr", parts="net_parts", measure="plane_measure",
+          figure="f2_figure", summary="plane_summary",
+          shows="The same layer by layer for nets of width 16, each beside a one-layer net with as many neurons."),
+    "LR-F3": Entry("Figure 3", "lr", parts="f3_parts", measure="f3_measure",
+          figure="f3_figure", summary="f3_summary",
+          shows="Telgarsky's sawtooth, exact and with small weight noise: its pieces counted."),
+    "LR-F4": Entry("Figure 4", "lr", parts="net_parts", measure="f4_measure",
+          figure="f4_figure", summary="f4_summary",
+          shows="The piecewise-linear function of a net with 1-D input at initialization."),
+    "LR-F5": Entry("Figure 5", "lr", parts="trained_parts", measure="f5_measure",
+          figure="f5_figure", summary="f5_summary",
+          shows="Regions along lines through training examples, divided by the number of neurons, "
           "through training, several architectures.",
           trained="trained_inputs"),
-    "LR-F6": _e("Figure 6", "lr", "trained_parts f6_measure f6_figure f6_summary",
-          "Mean distance to the nearest region boundary through training, against C/#neurons; "
+    "LR-F6": Entry("Figure 6", "lr", parts="trained_parts", measure="f6_measure",
+          figure="f6_figure", summary="f6_summary",
+          shows="Mean distance to the nearest region boundary through training, against C/#neurons; "
           "scaled by #neurons; vs test accuracy.",
           trained="trained_inputs"),
-    "LR-F7": _e("Figure 7", "lr", "trained_parts f6_measure f7_figure f7_summary",
-          "Histogram of log10 distances to the nearest boundary through training.",
+    "LR-F7": Entry("Figure 7", "lr", parts="trained_parts", measure="f6_measure",
+          figure="f7_figure", summary="f7_summary",
+          shows="Histogram of log10 distances to the nearest boundary through training.",
           trained="trained_inputs"),
-    "LR-F8": _e("Figure 8", "lr", "trained_parts f8_measure f8_figure f8_summary",
-          "Regions in the plane through three training images (digits 0, 1, 2), through training.",
+    "LR-F8": Entry("Figure 8", "lr", parts="trained_parts", measure="f8_measure",
+          figure="f8_figure", summary="f8_summary",
+          shows="Regions in the plane through three training images (digits 0, 1, 2), through training.",
           trained="trained_inputs"),
-    "RP-F1": _e("Figure 1", "rp", "f1_parts f1_measure f1_figure f1_summary",
-          "Share of incoming weights each neuron keeps after SBP at 70% sparsity, at the edge of "
+    "RP-F1": Entry("Figure 1", "rp", parts="f1_parts", measure="f1_measure",
+          figure="f1_figure", summary="f1_summary",
+          shows="Share of incoming weights each neuron keeps after SBP at 70% sparsity, at the edge of "
           "chaos vs in the chaotic phase."),
-    "RP-F2": _e("Figure 2", "rp", "f2_parts f2_measure f2_figure f2_summary",
-          "Percent of weights kept per layer after SBP: ResNet32 vs Stable ResNet32.", masks="f2_masks"),
-    "RP-F3": _e("Figure 3", "rp_train", "heat_parts heat_measure heat_figure heat_summary",
-          "Test accuracy over depth × sparsity of tanh FFNNs on MNIST: EOC with rescaling, EOC, "
+    "RP-F2": Entry("Figure 2", "rp", parts="f2_parts", measure="f2_measure",
+          figure="f2_figure", summary="f2_summary",
+          shows="Percent of weights kept per layer after SBP: ResNet32 vs Stable ResNet32.", masks="f2_masks"),
+    "RP-F3": Entry("Figure 3", "rp_train", parts="heat_parts", measure="heat_measure",
+          figure="heat_figure", summary="heat_summary",
+          shows="Test accuracy over depth × sparsity of tanh FFNNs on MNIST: EOC with rescaling, EOC, "
           "ordered phase.",
           trains=True, masks="heat_masks"),
-    "RP-F4": _e("Figure 4 (appendix)", "rp", "f2_parts f2_measure f4_figure f2_summary",
-          "RP-F2 as the percent pruned per layer.", masks="f2_masks"),
-    "RP-F5": _e("Figure 5 (appendix)", "rp_train", "heat_parts heat_measure heat_figure heat_summary",
-          "RP-F3 for ELU and tanh.",
+    "RP-F4": Entry("Figure 4 (appendix)", "rp", parts="f2_parts", measure="f2_measure",
+          figure="f4_figure", summary="f2_summary",
+          shows="RP-F2 as the percent pruned per layer.", masks="f2_masks"),
+    "RP-F5": Entry("Figure 5 (appendix)", "rp_train", parts="heat_parts", measure="heat_measure",
+          figure="heat_figure", summary="heat_summary",
+          shows="RP-F3 for ELU and tanh.",
           trains=True, masks="heat_masks"),
-    "RP-T1": _e("Table 1", "rp_train", "accuracy_parts accuracy_measure accuracy_figure accuracy_summary",
-          "CIFAR-10 accuracy of SNIP vs SBP-SR on ResNet32/50/104 at 90 to 99.9% sparsity.",
+    "RP-T1": Entry("Table 1", "rp_train", parts="accuracy_parts", measure="accuracy_measure",
+          figure="accuracy_figure", summary="accuracy_summary",
+          shows="CIFAR-10 accuracy of SNIP vs SBP-SR on ResNet32/50/104 at 90 to 99.9% sparsity.",
           trains=True, masks="accuracy_masks"),
-    "RP-T2": _e("Table 2", "rp_train", "accuracy_parts accuracy_measure accuracy_figure accuracy_summary",
-          "CIFAR-10 and CIFAR-100 accuracy of every pruner at 90, 95 and 98% sparsity.",
+    "RP-T2": Entry("Table 2", "rp_train", parts="accuracy_parts", measure="accuracy_measure",
+          figure="accuracy_figure", summary="accuracy_summary",
+          shows="CIFAR-10 and CIFAR-100 accuracy of every pruner at 90, 95 and 98% sparsity.",
           trains=True, masks="accuracy_masks"),
-    "RP-T3": _e("Table 3", "rp_train", "accuracy_parts accuracy_measure accuracy_figure accuracy_summary",
-          "The same on Tiny ImageNet at 85, 90 and 95%.",
+    "RP-T3": Entry("Table 3", "rp_train", parts="accuracy_parts", measure="accuracy_measure",
+          figure="accuracy_figure", summary="accuracy_summary",
+          shows="The same on Tiny ImageNet at 85, 90 and 95%.",
           trains=True, masks="accuracy_masks"),
-    "RP-T4": _e("Table 4", "rp_train", "t4_parts t4_measure t4_figure t4_summary",
-          "A vanilla CNN on MNIST at 50% sparsity: ordered, EOC, EOC with rescaling.",
+    "RP-T4": Entry("Table 4", "rp_train", parts="t4_parts", measure="t4_measure",
+          figure="t4_figure", summary="t4_summary",
+          shows="A vanilla CNN on MNIST at 50% sparsity: ordered, EOC, EOC with rescaling.",
           trains=True, masks="t4_masks"),
-    "RP-T5": _e("Table 5", "rp_train", "accuracy_parts accuracy_measure accuracy_figure accuracy_summary",
-          "VGG16 and 3xVGG16 on CIFAR-10: SNIP, SynFlow, EOC with rescaling.",
+    "RP-T5": Entry("Table 5", "rp_train", parts="accuracy_parts", measure="accuracy_measure",
+          figure="accuracy_figure", summary="accuracy_summary",
+          shows="VGG16 and 3xVGG16 on CIFAR-10: SNIP, SynFlow, EOC with rescaling.",
           trains=True, masks="accuracy_masks"),
-    "RP-T7": _e("Table 7 (appendix)", "rp", "t7_parts t7_measure t7_figure t7_summary",
-          "Critical sparsity of magnitude pruning vs Proposition 4's bound, first layer's "
+    "RP-T7": Entry("Table 7 (appendix)", "rp", parts="t7_parts", measure="t7_measure",
+          figure="t7_figure", summary="t7_summary",
+          shows="Critical sparsity of magnitude pruning vs Proposition 4's bound, first layer's "
           "variance divided by γ."),
-    "RP-T8": _e("Table 8 (appendix)", "rp_train", "accuracy_parts accuracy_measure accuracy_figure accuracy_summary",
-          "ResNet50 on ImageNet, 90 epochs.",
+    "RP-T8": Entry("Table 8 (appendix)", "rp_train", parts="accuracy_parts", measure="accuracy_measure",
+          figure="accuracy_figure", summary="accuracy_summary",
+          shows="ResNet50 on ImageNet, 90 epochs.",
           trains=True, masks="accuracy_masks"),
-    "RP-T9": _e("Table 9 (appendix)", "rp_train", "accuracy_parts accuracy_measure accuracy_figure accuracy_summary",
-          "ReLU vs tanh ResNets on CIFAR-10, SBP-SR vs SNIP, 90 to 99.9%.",
+    "RP-T9": Entry("Table 9 (appendix)", "rp_train", parts="accuracy_parts", measure="accuracy_measure",
+          figure="accuracy_figure", summary="accuracy_summary",
+          shows="ReLU vs tanh ResNets on CIFAR-10, SBP-SR vs SNIP, 90 to 99.9%.",
           trains=True, masks="accuracy_masks"),
-    "RP-Th1": _e("Section 2, Theorem 1", "rp", "th1_parts th1_measure th1_figure th1_summary",
-          "Critical sparsity of SBP in the ordered phase (κ = 0.2, L = N = 100) vs the theorem's "
+    "RP-Th1": Entry("Section 2, Theorem 1", "rp", parts="th1_parts", measure="th1_measure",
+          figure="th1_figure", summary="th1_summary",
+          shows="Critical sparsity of SBP in the ordered phase (κ = 0.2, L = N = 100) vs the theorem's "
           "bound."),
-    "X-F1": _e("ours", "x", "f1_parts f1_measure f1_figure f1_summary",
-          "Regions per line / #neurons (LR) and transitions (EP) vs depth at fixed width, σ_w² in "
+    "X-F1": Entry("ours", "x", parts="f1_parts", measure="f1_measure",
+          figure="f1_figure", summary="f1_summary",
+          shows="Regions per line / #neurons (LR) and transitions (EP) vs depth at fixed width, σ_w² in "
           "{2, 4, 8, 16}, ReLU and hard-tanh."),
 }
 
