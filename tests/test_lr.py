@@ -11,7 +11,7 @@ from reluinit import datasets
 from reluinit.experiments import lr, lr_train
 from reluinit.figures import lr as lr_figures
 from reluinit.nets import sample_mlp
-from reluinit.regions import split_lines
+from reluinit.regions import data_plane, split_lines
 
 F64 = torch.float64
 ARCH = "d2w16"
@@ -99,7 +99,7 @@ def test_f8_marks_the_three_training_points(runs, digits):
     tmp, paths = runs
     s = _settings(tmp, half_side_factor=1.25)
     table = lr.f8_measure(s, f"{ARCH}-run0", "cpu", [paths[0]])
-    *_, corners = lr.data_plane(digits.x.flatten(1), digits.y, scale=1.25)
+    *_, corners = data_plane(digits.x.flatten(1), digits.y, scale=1.25)
     for d in range(3):
         assert np.allclose(table[f"digit{d}_u"], corners[d, 0]) and np.allclose(table[f"digit{d}_v"], corners[d, 1])
     fig = lr_figures.f8_figure(table, s)

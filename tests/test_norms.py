@@ -2,7 +2,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from reluinit.experiments.op import f3_widths, gaussian_data
+from reluinit.datasets import gaussian_data
+from reluinit.nets import random_widths
 from reluinit.nets import sample_mlp
 from reluinit.norms import distortion, norm_ratios
 
@@ -65,7 +66,7 @@ def test_glorot_activations_shrink_with_depth():
 def test_gradient_ratio_follows_width_ratio_when_widths_vary():
     """With He (fan-out) and unequal widths, E‖δ_l‖² = (n_l / n_L) ‖δ‖², so
     mean grad_ratio² ≈ n_l / n_L: the OP-F3 effect, derived independently of the code."""
-    widths = f3_widths(400, 200, 6, seed=3)
+    widths = random_widths(400, 200, 6, seed=3)
     r = _ratios(widths, "he_fan_out", n=256)
     measured = r["grad_ratio"].square().mean(0)
     predicted = torch.tensor(widths, dtype=measured.dtype) / widths[-1]

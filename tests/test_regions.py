@@ -112,7 +112,7 @@ def test_boundary_distance_is_exact():
 
 
 def test_data_plane_is_centred_on_the_circumcentre():
-    from reluinit.experiments.lr import data_plane
+    from reluinit.regions import data_plane
 
     g = torch.Generator().manual_seed(0)
     x = torch.randn(30, 10, generator=g, dtype=F64)

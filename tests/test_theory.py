@@ -3,7 +3,7 @@ import math
 import pytest
 
 from reluinit import theory
-from reluinit.experiments.op import gaussian_data
+from reluinit.datasets import gaussian_data
 from reluinit.nets import sample_mlp
 from reluinit.norms import distortion, norm_ratios
 
@@ -43,8 +43,7 @@ def test_rp_theorem1_readings_build_the_net_and_the_bound_in_one_base():
     """RP-Th1 reads kappa = |log chi| / 8 with ln or with log10, each for both the net's chi and
     the bound: the log10 reading gives the paper's 27% at kappa = 0.2, L = N = 100; ln gives 62%."""
 
-    from reluinit.experiments.rp import READINGS, ordered_sigma_w
-    from reluinit.meanfield import chi
+    from reluinit.meanfield import READINGS, chi, ordered_sigma_w
     from reluinit.theory import rp_theorem1_bound
 
     bounds = {}

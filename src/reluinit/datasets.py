@@ -393,3 +393,12 @@ def digits(train: bool = True, test_fraction: float = 0.25, seed: int = 0) -> Sp
     n_test = int(round(test_fraction * len(y)))
     idx = perm[n_test:] if train else perm[:n_test]
     return Split(x[idx], y[idx], "digits")
+
+
+def gaussian_data(n_samples: int, input_dim: int, n_classes: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n_samples`` standard normal inputs of ``input_dim`` with uniform labels in ``n_classes`` (OP's
+    random data), from a CPU generator seeded with ``seed``."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(n_samples, input_dim, generator=gen)
+    y = torch.randint(0, n_classes, (n_samples,), generator=gen)
+    return x, y

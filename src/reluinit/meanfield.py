@@ -116,3 +116,17 @@ def phase(sigma_w: float, sigma_b: float, activation: str, tol: float = 1e-6) ->
     """``ordered`` (chi < 1), ``chaotic`` (chi > 1) or ``eoc``."""
     x = chi(sigma_w, sigma_b, activation)
     return "eoc" if abs(x - 1) <= tol else ("ordered" if x < 1 else "chaotic")
+
+
+# Theorem 1 writes kappa = |log chi| / 8 without a base. Each reading fixes both the net (chi) and
+# the bound: "ln" builds chi = exp(-8 kappa) and evaluates the bound with ln (62% at kappa = 0.2,
+# L = N = 100); "log10" builds chi = 10^(-8 kappa) and evaluates it with log10: the paper's 27%.
+READINGS = {"ln": math.log, "log10": math.log10}
+
+
+def ordered_sigma_w(kappa: float, sigma_b: float, activation: str, reading: str = "ln") -> float:
+    """The sigma_w (below the EOC, where chi < 1) at which |log chi| = 8 kappa, the logarithm of
+    ``reading``."""
+    log_fn = READINGS[reading]
+    return brentq(lambda sw: log_fn(chi(sw, sigma_b, activation)) + 8 * kappa, 1e-3,
+                  eoc_sigma_w(sigma_b, activation))

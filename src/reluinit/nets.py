@@ -186,3 +186,9 @@ def sample_mlp(
         weights.append(w.to(device=device, dtype=dtype))
         biases.append(b.to(device=device, dtype=dtype))
     return MLP(weights, biases, activation=activation, readout=readout)
+
+
+def random_widths(center: int, variation: int, depth: int, seed: int) -> list[int]:
+    """Layer widths drawn independently and uniformly from the integers in [c - v, c + v]."""
+    gen = torch.Generator().manual_seed(seed)
+    return (torch.randint(center - variation, center + variation + 1, (depth,), generator=gen)).tolist()

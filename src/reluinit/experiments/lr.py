@@ -12,7 +12,7 @@ import torch
 
 from .. import datasets
 from ..nets import resolve_device, sample_mlp
-from ..regions import boundary_distance, plane_regions, sawtooth, split_lines
+from ..regions import boundary_distance, data_plane, plane_regions, sawtooth, split_lines
 from . import lr_train, part_seed, resolve_part
 
 log = logging.getLogger(__name__)
@@ -172,25 +172,6 @@ def f6_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFra
         dist, _, _ = boundary_distance(net, points)
         frames.append(_rows(p, state, net, point=np.arange(len(points)), distance=dist.cpu().numpy()))
     return pd.concat(frames, ignore_index=True)
-
-
-def data_plane(x: torch.Tensor, y: torch.Tensor, digits=(0, 1, 2), scale: float = 1.25):
-    """Hanin & Rolnick's plane: through the first training examples of three digits, a square
-    centred at their circumcentre with half-side ``scale`` x the circumradius."""
-    pts = torch.stack([x[(y == d).nonzero()[0, 0]] for d in digits]).double().numpy()
-    e1 = pts[1] - pts[0]
-    e1 /= np.linalg.norm(e1)
-    e2 = pts[2] - pts[0] - np.dot(pts[2] - pts[0], e1) * e1
-    e2 /= np.linalg.norm(e2)
-    p = np.array([[np.dot(q - pts[0], e1), np.dot(q - pts[0], e2)] for q in pts])  # 2-D coordinates
-    # Circumcentre of the triangle p0 = (0, 0), p1, p2.
-    (bx, by), (cx, cy) = p[1], p[2]
-    d = 2 * (bx * cy - by * cx)
-    ux = (cy * (bx**2 + by**2) - by * (cx**2 + cy**2)) / d
-    uy = (bx * (cx**2 + cy**2) - cx * (bx**2 + by**2)) / d
-    centre = pts[0] + ux * e1 + uy * e2
-    radius = float(np.hypot(ux, uy))
-    return centre, e1, e2, scale * radius, p - np.array([ux, uy])
 
 
 def f8_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:

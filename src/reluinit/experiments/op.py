@@ -15,18 +15,12 @@ import pandas as pd
 import torch
 
 from .. import theory
-from ..nets import resolve_device, sample_mlp
+from ..datasets import gaussian_data
+from ..nets import random_widths, resolve_device, sample_mlp
 from ..norms import distortion, norm_ratios
 from . import part_seed, resolve_part
 
 log = logging.getLogger(__name__)
-
-
-def gaussian_data(n_samples: int, input_dim: int, n_classes: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(n_samples, input_dim, generator=gen)
-    y = torch.randint(0, n_classes, (n_samples,), generator=gen)
-    return x, y
 
 
 def _measure_net(s: dict, widths: list[int], init: str, net_seed: int, device: str) -> pd.DataFrame:
@@ -89,14 +83,8 @@ def f3_parts(s: dict) -> dict[str, dict]:
     return {f"v{v}": {"variation": v} for v in s["width_variations"]}
 
 
-def f3_widths(center: int, variation: int, depth: int, seed: int) -> list[int]:
-    """Layer widths drawn independently and uniformly from the integers in [c - v, c + v]."""
-    gen = torch.Generator().manual_seed(seed)
-    return (torch.randint(center - variation, center + variation + 1, (depth,), generator=gen)).tolist()
-
-
 def f3_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFrame:
     p, seed = resolve_part(f3_parts(s), s["seed"], key)
     v = p["variation"]
-    widths = f3_widths(s["width_center"], v, s["depth"], seed)
+    widths = random_widths(s["width_center"], v, s["depth"], seed)
     return _measure_net(s, widths, s["init"], seed, device).assign(variation=v)

@@ -24,11 +24,10 @@ import math
 import numpy as np
 import pandas as pd
 import torch
-from scipy.optimize import brentq
 
 from .. import datasets
 from ..inits import initialize
-from ..meanfield import chi, eoc_sigma_w
+from ..meanfield import READINGS, chi, eoc_sigma_w, ordered_sigma_w
 from ..models import build, ffnn
 from ..nets import resolve_device
 from ..pruning import apply_masks, chi_empirical, layer_table, load_masks, prune, prune_with_s_cr, rescale, row_shuffled
@@ -116,20 +115,6 @@ def f1_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFra
 
 
 # --- RP-Th1: SBP critical sparsity in the ordered phase ------------------------------------------------
-
-
-# Theorem 1 writes kappa = |log chi| / 8 without a base. Each reading fixes both the net (chi) and
-# the bound: "ln" builds chi = exp(-8 kappa) and evaluates the bound with ln (62% at kappa = 0.2,
-# L = N = 100); "log10" builds chi = 10^(-8 kappa) and evaluates it with log10: the paper's 27%.
-READINGS = {"ln": math.log, "log10": math.log10}
-
-
-def ordered_sigma_w(kappa: float, sigma_b: float, activation: str, reading: str = "ln") -> float:
-    """The sigma_w (below the EOC, where chi < 1) at which |log chi| = 8 kappa, the logarithm of
-    ``reading``."""
-    log_fn = READINGS[reading]
-    return brentq(lambda sw: log_fn(chi(sw, sigma_b, activation)) + 8 * kappa, 1e-3,
-                  eoc_sigma_w(sigma_b, activation))
 
 
 def th1_parts(s: dict) -> dict[str, dict]:
