@@ -223,27 +223,46 @@ def test_one_job_for_all_parts_writes_the_tables_of_one_job_per_part(quick_build
         pd.testing.assert_frame_equal(one, per_part, check_exact=True)
 
 
-def test_quick_scale_builds_every_target(quick_build):
-    workdir = quick_build
-    results = workdir / "results" / "quick"
-    built = [e for e in CONFIG["experiments"] if not settings(CONFIG, e, "quick").get("optional", False)]
-    assert "RP-T8" not in built and not (results / "figures" / "RP-T8.png").exists()
-    for exp in built:
+# --- the quick build of every target, read by focused tests (one shared build: conftest.quick_build) ---
+
+
+def _built() -> list[str]:
+    """The ids ``all`` builds at the quick scale (the optional ones left out)."""
+    return [e for e in CONFIG["experiments"] if not settings(CONFIG, e, "quick").get("optional", False)]
+
+
+def _results(quick_build):
+    return quick_build / "results" / "quick"
+
+
+def test_quick_build_draws_every_figure_cleanly(quick_build):
+    results = _results(quick_build)
+    assert "RP-T8" not in _built() and not (results / "figures" / "RP-T8.png").exists()
+    for exp in _built():
         for ext in ("pdf", "png"):
             assert (results / "figures" / f"{exp}.{ext}").stat().st_size > 1000
         log = (results / "logs" / "figures" / f"{exp}.log").read_text()
         assert f"{exp} summary:" in log
         # every figure rendered: no title or label past the picture's edge, no overlapping ticks
         assert "layout problem" not in log, [line for line in log.splitlines() if "layout problem" in line]
-    # Experiments that train: one row per epoch of every run, final and best-epoch accuracy.
-    for exp in [e for e in built if catalogue.get(e).trains and not catalogue.get(e).source]:
-        table = pd.read_csv(results / catalogue.paper_of(exp) / f"{exp}.csv")
+
+
+def test_quick_build_trained_runs_have_a_row_per_epoch_and_their_accuracies(quick_build):
+    for exp in [e for e in _built() if catalogue.get(e).trains and not catalogue.get(e).source]:
+        table = pd.read_csv(_results(quick_build) / catalogue.paper_of(exp) / f"{exp}.csv")
         assert {"epoch", "test_acc", "final_test_acc", "best_test_acc", "run_diverged"} <= set(table.columns), exp
         runs = table.dropna(subset=["final_test_acc"])  # measurement rows (kind != epoch) have none
         assert len(runs) and (runs["best_test_acc"] >= runs["final_test_acc"]).all(), exp
-    # Pruning is its own job: a training job of pruned runs reads its part's masks, and the masks on
-    # disk give RP-F2's kept share of every layer.
-    summary = snakemake("all", "--detailed-summary", "--config", "scale=quick", cwd=workdir)
+    t2 = pd.read_csv(_results(quick_build) / "RP" / "RP-T2.csv")
+    assert set(t2["method"]) == {"random", "mbp", "snip", "grasp", "grasp_sr", "synflow", "sbp_sr"}
+    assert (t2.groupby("run")["epoch"].max() == 2).all() and t2["seconds"].notna().all()
+
+
+def test_quick_build_prunes_in_its_own_job_and_the_masks_give_rp_f2(quick_build):
+    """A training job of pruned runs reads its part's masks, and the masks on disk give RP-F2's
+    kept share of every layer."""
+    results = _results(quick_build)
+    summary = snakemake("all", "--detailed-summary", "--config", "scale=quick", cwd=quick_build)
     trains = [line.split("\t") for line in summary.stdout.splitlines() if "\ttrain_part\t" in line]
     rp = [row for row in trains if "/RP/RP-T1/" in row[0]]
     assert rp and all(row[0].replace("RP-T1/", "RP-T1/masks/").replace(".csv", ".pt") in row[4] for row in rp), rp
@@ -254,29 +273,45 @@ def test_quick_scale_builds_every_target(quick_build):
         assert kept == pytest.approx(list(rows.sort_values("layer")["kept_percent"]), abs=1e-12), part
         facts = pd.read_csv(results / "RP" / "RP-F2" / "masks" / f"{part}.csv")
         assert list(facts["kept"]) == [int(m.sum()) for m in masks.values()] and facts["s_cr"].between(0, 1).all()
-    t2 = pd.read_csv(results / "RP" / "RP-T2.csv")
-    assert set(t2["method"]) == {"random", "mbp", "snip", "grasp", "grasp_sr", "synflow", "sbp_sr"}
-    assert (t2.groupby("run")["epoch"].max() == 2).all() and t2["seconds"].notna().all()
+
+
+def test_quick_build_notebooks_show_every_figure_without_code(quick_build):
+    results = _results(quick_build)
     html = (results / "reports" / "OP.html").read_text()
     assert "We see" in html and "Scale: <strong>quick</strong>" in html
     for paper in ("TG", "EP", "LR", "RP", "X"):  # every figure of the paper, with its verdicts
         html = (results / "reports" / f"{paper}.html").read_text()
-        for exp in [e for e in built if catalogue.paper_of(e) == paper and e != "RP-T8"]:
+        for exp in [e for e in _built() if catalogue.paper_of(e) == paper and e != "RP-T8"]:
             assert f"{exp} (paper" in html, (paper, exp)
         assert html.count("We see") >= 1 and "Traceback" not in html
+    notebook = (results / "reports" / "RP.html").read_text()
+    assert "hl-ipython3" not in notebook and "<a id=\"RP-T1\">" in notebook  # no code cell, anchors
+    record = json.loads((results / "figures" / "OP-F1.json").read_text())
+    assert record["scale"] == "quick" and record["settings"]["widths"] == [100, 500, 4060]
 
-    # The scorecard: every claim judged; each names columns the tables have; verdicts follow numbers.
-    card = pd.read_csv(results / "claims.csv")
-    stated = claims.load(workdir / "claims.yaml")
+
+def _scorecard(quick_build):
+    """(the scorecard, the claims, the tables they read) of the quick build."""
+    stated = claims.load(quick_build / "claims.yaml")
+    tables = {e: pd.read_csv(_results(quick_build) / catalogue.paper_of(e) / f"{e}.csv") for e in {c.table for c in stated}}
+    return pd.read_csv(_results(quick_build) / "claims.csv"), stated, tables
+
+
+def test_quick_build_judges_every_claim_on_columns_its_tables_have(quick_build):
+    card, stated, tables = _scorecard(quick_build)
     assert list(card["claim"]) == [c.id for c in stated]
     assert set(card["verdict"]) <= {claims.REPRODUCED, claims.NOT_REPRODUCED, claims.NOT_RUN}
     assert (card.loc[[c.scale == "paper" for c in stated], "verdict"] == claims.NOT_RUN).all()
-    tables = {e: pd.read_csv(results / catalogue.paper_of(e) / f"{e}.csv") for e in {c.table for c in stated}}
     for c in stated:
         assert claims.missing_columns(c, tables[c.table]) == [], c.id
+
+
+def test_quick_build_claims_can_fail(quick_build):
+    """A deliberately wrong expected value turns every reproduced claim's verdict."""
+    card, stated, tables = _scorecard(quick_build)
     reproduced = [c for c, v in zip(stated, card["verdict"]) if v == claims.REPRODUCED]
     assert len(reproduced) >= 20
-    for c in reproduced:  # a deliberately wrong expected value turns the verdict
+    for c in reproduced:
         op, value, tol = c.expectation()
         got = claims.measure(c, tables[c.table])
         wrong = {"≈": f"{got + 10 * tol + 1} ± {tol}", ">": f"> {got + abs(got) + 1}",
@@ -284,7 +319,11 @@ def test_quick_scale_builds_every_target(quick_build):
                  "<=": f"<= {got - abs(got) - 1}", "==": f"== {got + 1}"}[op]
         c.expect = wrong
         assert claims.evaluate(c, tables[c.table], "quick")["verdict"] == claims.NOT_REPRODUCED, c.id
-    # The page explains itself: a heading per paper, no 'nan', a reason on every row not reproduced.
+
+
+def test_quick_build_scorecard_page_explains_itself(quick_build):
+    """A heading per paper, no 'nan', a reason on every row not reproduced."""
+    results = _results(quick_build)
     page = (results / "reports" / "scorecard.html").read_text()
     assert "Claims scorecard, quick scale" in page and not re.search(r"\bnan\b", page)
     for paper in ("TG", "EP", "OP", "LR", "RP", "X"):
@@ -292,26 +331,24 @@ def test_quick_scale_builds_every_target(quick_build):
     assert claims.NO_REASON not in page
     read = claims.read(results / "claims.csv")
     assert (read.loc[read["verdict"] == claims.NOT_REPRODUCED, "why"] != "").all()
-    notebook = (results / "reports" / "RP.html").read_text()
-    assert "hl-ipython3" not in notebook and "<a id=\"RP-T1\">" in notebook  # no code cell, anchors
-    record = json.loads((results / "figures" / "OP-F1.json").read_text())
-    assert record["scale"] == "quick" and record["settings"]["widths"] == [100, 500, 4060]
 
-    # The Snakemake report: the scorecard, then each paper's figures and notebook.
-    rep = snakemake("all", "--report", "report.zip", "--config", "scale=quick", cwd=workdir)
+
+def test_quick_build_snakemake_report_holds_every_figure_and_notebook(quick_build, tmp_path):
+    rep = snakemake("all", "--report", str(tmp_path / "report.zip"), "--config", "scale=quick", cwd=quick_build)
     assert rep.returncode == 0, rep.stderr[-2000:]
-    names = zipfile.ZipFile(workdir / "report.zip").namelist()
-    for exp in built:
+    names = zipfile.ZipFile(tmp_path / "report.zip").namelist()
+    for exp in _built():
         assert any(n.endswith(f"{exp}.png") for n in names), exp
     for paper in ("OP", "TG", "EP", "LR", "RP", "X"):
         assert any(n.endswith(f"/{paper}.html") for n in names), paper
     assert any(n.endswith("scorecard.html") for n in names)
 
-    f1 = pd.read_csv(results / "OP" / "OP-F1.csv")
+
+def test_quick_build_op_f1_is_tidy_and_shows_the_papers_trend(quick_build):
+    f1 = pd.read_csv(_results(quick_build) / "OP" / "OP-F1.csv")
     assert {"experiment", "scale", "init", "width", "layer", "sample", "act_ratio", "grad_ratio",
             "net_seed", "data_seed"} <= set(f1.columns)
     assert (f1["scale"] == "quick").all()
-    # The acceptance trend on the table the workflow wrote.
     means = f1.groupby(["init", "width", "layer"])[["act_ratio", "grad_ratio"]].mean()
     widest = f1["width"].max()
     he = means.loc[("he_fan_out", widest)]
@@ -319,7 +356,9 @@ def test_quick_scale_builds_every_target(quick_build):
     glorot = means.loc[("glorot", widest), "act_ratio"]
     assert glorot.iloc[-1] < 0.5 * glorot.iloc[0]
 
-    # TG and EP tables: tidy, seeded, and the trends the papers report.
+
+def test_quick_build_tg_and_ep_tables_are_seeded_and_show_the_papers_trends(quick_build):
+    results = _results(quick_build)
     f2 = pd.read_csv(results / "TG" / "TG-F2.csv")
     assert {"alpha", "net", "net_seed", "layer", "length", "length_exact", "discretisation_error"} <= set(f2.columns)
     assert (f2["discretisation_error"].dropna() >= -1e-9).all() and f2["length_exact"].notna().any()
@@ -330,7 +369,11 @@ def test_quick_scale_builds_every_target(quick_build):
     f16 = pd.read_csv(results / "EP" / "EP-F16.csv")
     assert (f16["dichotomies"] <= f16["label_flips"] + 1).all() and (f16["dichotomies"] <= 2 ** 15).all()
 
-    # RP: the chaotic net loses whole layers to SBP, the EOC net none; rescaling restores chi.
+
+def test_quick_build_rp_tables_show_the_papers_trends(quick_build):
+    """The chaotic net loses whole layers to SBP, the EOC net none; rescaling restores chi; MBP's
+    critical sparsity falls with the variance ratio."""
+    results = _results(quick_build)
     rp1 = pd.read_csv(results / "RP" / "RP-F1.csv")
     emptied = rp1.groupby(["phase", "layer"])["kept_fraction"].max().eq(0).groupby("phase").sum()
     assert emptied["eoc"] == 0 and emptied["chaotic"] > 0
