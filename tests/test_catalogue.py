@@ -4,7 +4,9 @@ it, the config, the schema and the shared experiment list name the same ids; the
 imports the experiments."""
 
 import ast
+import os
 import re
+import shutil
 
 import pandas as pd
 import pytest
@@ -125,59 +127,37 @@ def test_experiment_modules_stay_thin():
         assert len(path.read_text().splitlines()) <= 400, f"{path.name}: move its science into the library"
 
 
-TOY = '''"""A toy experiment, added the way the README's "Adding an experiment" says."""
-import numpy as np
-import pandas as pd
+def test_a_new_experiment_made_by_the_command_builds_and_keeps_the_catalogue_whole(tmp_path):
+    """README, "Adding an experiment": ``python -m reluinit.pipeline.new X-F2 --paper X`` writes every
+    file a new id needs; in that copy `snakemake x_f2` builds its table and figure, and the tests
+    that keep the catalogue, config, schema, notebooks, CATALOGUE.md and README in step pass."""
+    import subprocess
+    import sys
 
-from ..report import plotting
-from . import resolve_part
-
-
-def parts(s):
-    return {"draws": {}}
-
-
-def measure(s, key, device="auto", inputs=()):
-    _, seed = resolve_part(parts(s), s["seed"], key)
-    z = np.random.default_rng(seed).standard_normal(s["n"])
-    return pd.DataFrame({"draw": np.arange(s["n"]), "value": np.abs(z)}).assign(net_seed=seed)
-
-
-def figure(table, s):
-    fig, axes = plotting.panels(1)
-    axes[0].hist(table["value"], bins=20)
-    axes[0].set(xlabel="|z|", ylabel="draws", title="X-F2: a toy")
-    return fig
-
-
-def summary(table):
-    return table[["value"]].agg(["mean", "std"]).reset_index()
-'''
-
-
-def test_a_toy_experiment_added_as_the_readme_says_builds_its_figure(tmp_path):
-    """README, "Adding an experiment": a module of four functions, a catalogue line, a config block
-    and a schema line; nothing else, and `snakemake x_f2` builds its table and figure."""
     from conftest import copy_workflow, snakemake
 
     wf = copy_workflow(tmp_path / "wf")
-    (wf / "src/reluinit/experiments/toy.py").write_text(TOY)
-    cat = wf / "src/reluinit/pipeline/catalogue.py"
-    text = cat.read_text()
-    end = text.index("\n}\n", text.index("ENTRIES = {"))
-    cat.write_text(text[:end] + '\n    "X-F2": Entry("ours", "toy", parts="parts", measure="measure", figure="figure", '
-                                '    summary="summary", shows="A toy."),' + text[end:])
-    config = wf / "config.yaml"
-    config.write_text(config.read_text().replace("\nexperiments:\n", "\nexperiments:\n  X-F2:\n    paper: {seed: 1, n: 1000}\n"
-                                                                   "    quick: {n: 100}\n", 1))
-    schema = wf / "workflow/schemas/config.schema.yaml"
-    lines = schema.read_text().splitlines(keepends=True)
-    at = next(i for i, line in enumerate(lines) if line.strip().startswith("X-F1:"))
-    lines.insert(at + 1, '      X-F2: {$ref: "#/$defs/experiment"}\n')
-    schema.write_text("".join(lines))
+    for name in ("tests", "CATALOGUE.md", "README.md"):  # what the command edits and the tests read
+        src = ROOT / name
+        if src.is_dir() and not (wf / name).exists():
+            shutil.copytree(src, wf / name, ignore=shutil.ignore_patterns("__pycache__"))
+        elif src.is_file() and not (wf / name).exists():
+            shutil.copy(src, wf / name)
+    env = {**os.environ, "PYTHONPATH": str(wf / "src")}
+    made = subprocess.run([sys.executable, "-m", "reluinit.pipeline.new", "X-F2", "--paper", "X", "--shows", "A toy.",
+                           "--root", str(wf)], capture_output=True, text=True, env=env)
+    assert made.returncode == 0, made.stderr
+    wrote = [line.split(" ", 1)[1] for line in made.stdout.splitlines() if line.startswith("wrote ")]
+    assert wrote == ["src/reluinit/experiments/x_f2.py", "src/reluinit/figures/x_f2.py", "src/reluinit/pipeline/catalogue.py",
+                     "config.yaml", "workflow/schemas/config.schema.yaml", "notebooks/X.ipynb", "claims.yaml",
+                     "CATALOGUE.md", "README.md"]
     run = snakemake("x_f2", "--cores", "1", "--config", "scale=quick", cwd=wf)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "rows computed by reluinit.experiments.toy.measure, plotted by reluinit.experiments.toy.figure" in run.stdout + run.stderr
+    assert "plotted by reluinit.figures.x_f2.figure" in run.stdout + run.stderr
     table = pd.read_csv(wf / "results/quick/X/X-F2.csv")
     assert len(table) == 100 and (table["value"] >= 0).all()
     assert (wf / "results/quick/figures/X-F2.png").stat().st_size > 0
+    suite = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_catalogue.py",
+                            "tests/test_reports.py", "tests/test_claims.py", "-k", "not new_experiment"],
+                           cwd=wf, capture_output=True, text=True, env=env)
+    assert suite.returncode == 0, suite.stdout[-3000:]

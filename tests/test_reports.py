@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT
+from reluinit.pipeline import catalogue, paths
 from reluinit.report import claims, reports
-from reluinit.pipeline import paths
 
 CLAIMS = claims.load(ROOT / "claims.yaml")
 
@@ -21,17 +21,18 @@ def _targets(markdown: str) -> list[str]:
 def test_contents_links_resolve_from_the_notebook_html_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     results = "results/quick"
-    for p in (paths.scorecard(results, "html"), paths.figures(results, "OP-F1")[1], "shared/papers/op.txt"):
+    for p in (paths.scorecard(results, "html"), paths.figures(results, "OP-F1")[1]):
         (tmp_path / p).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / p).write_text("x")
-    md = reports.contents(results, "OP", ["OP-F1", "OP-F2"], "shared/papers/op.txt").data
+    md = reports.contents(results, "OP", ["OP-F1", "OP-F2"]).data
     targets = _targets(md)
     assert targets[:2] == ["#OP-F1", "#OP-F2"]
     assert "scorecard.html#paper-OP" in targets and "../figures/" in targets
     here = tmp_path / paths.report(results, "OP", "html")
-    for t in targets[2:]:  # each file or folder exists, seen from the HTML's folder
+    local = [t for t in targets[2:] if not t.startswith("https://")]
+    for t in local:  # each file or folder exists, seen from the HTML's folder
         assert (here.parent / t.split("#")[0]).exists(), t
-    assert "../../../shared/papers/op.txt" in targets
+    assert catalogue.REFERENCES["OP"]["url"] in targets  # the paper's public page: a clone has no copy
 
 
 def test_a_paper_table_shows_as_one_pivot_without_an_empty_claims_table(monkeypatch, tmp_path):
