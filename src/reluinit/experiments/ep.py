@@ -27,9 +27,6 @@ from ..theory import ep_hardtanh_growth_bounds
 from ..points import DTYPE, dataset_name, endpoints, normalise
 from ..trajectories import make_path, path_rows
 from . import part_seed, resolve_part
-# EP-F1 and EP-F3 are LR-F1's and TG-F1's measurements, plotted EP's way: the catalogue names these here.
-from .lr import net_parts, plane_measure  # noqa: F401
-from .tg import projection_measure, projection_parts  # noqa: F401
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ import pandas as pd
 import seaborn as sns
 
 from ..report import plotting
-from .lr import plane_figure, plane_summary  # noqa: F401 - EP-F1's summary is LR's
-from .tg import projection_figure, projection_summary  # noqa: F401 - EP-F3's is TG-F1's
+from .lr import plane_figure
+from .tg import projection_figure
 
 
 def f1_figure(table, s: dict):

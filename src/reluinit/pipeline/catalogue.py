@@ -100,11 +100,26 @@ def get(exp_id: str) -> Experiment:
     """The functions of ``exp_id``, from its module (imported now: a job pays for its own module's
     imports alone; its figure module's only when ``figure`` or ``summary`` is asked for)."""
     e = entry(exp_id)
-    module = importlib.import_module(f"{PACKAGE}.experiments.{e.module}")
-    parts, measure = getattr(module, e.parts), getattr(module, e.measure)
-    extra = {role: getattr(module, name) for role, name in (("trained", e.trained), ("masks", e.masks))
-             if name}
+    parts, measure = _function(e, "parts"), _function(e, "measure")
+    extra = {role: _function(e, role) for role in ("trained", "masks") if getattr(e, role)}
     return Experiment(exp_id, parts, measure, trains=e.trains, source=e.source, **extra)
+
+
+FIGURE_ROLES = ("figure", "summary")
+
+
+def _where(e: Entry, role: str) -> tuple[str, str]:
+    """(module path, function name) of one role of an entry: ``"lr:plane_measure"`` names a function
+    of another experiment module (EP-F1 measures as LR-F1 does), a bare name one of the entry's own;
+    the figure roles live in ``reluinit.figures.<module>`` when it exists."""
+    module, _, name = getattr(e, role).rpartition(":")
+    module = module or e.module
+    return (_figure_module(module) if role in FIGURE_ROLES else f"{PACKAGE}.experiments.{module}"), name
+
+
+def _function(e: Entry, role: str) -> Callable:
+    module, name = _where(e, role)
+    return getattr(importlib.import_module(module), name)
 
 
 def trainer(spec: str):
@@ -133,8 +148,7 @@ def figures_of(exp_id: str) -> tuple[Callable, Callable]:
     """``(figure, summary)`` of ``exp_id`` alone: a figure job imports no torch when its experiment's
     module has them in ``reluinit.figures`` (every id shipped does)."""
     entry = ENTRIES[exp_id]
-    views = importlib.import_module(_figure_module(entry.module))
-    return getattr(views, entry.figure), getattr(views, entry.summary)
+    return _function(entry, "figure"), _function(entry, "summary")
 
 
 def _figure_module(module: str) -> str:
@@ -149,10 +163,8 @@ def code_names(exp_id: str) -> dict[str, str]:
     """``{"measure": "reluinit.experiments.tg.f2_measure", "figure": ...}``: where to read an id's code
     (the figure rules' messages say it)."""
     entry = ENTRIES[exp_id]
-    roles = [(role, getattr(entry, role)) for role in ("parts", "measure", "figure", "summary", "masks")]
-    views = _figure_module(entry.module)
-    home = {"figure": views, "summary": views}
-    return {role: f"{home.get(role, f'{PACKAGE}.experiments.{entry.module}')}.{name}" for role, name in roles if name}
+    return {role: ".".join(_where(entry, role)) for role in ("parts", "measure", "figure", "summary", "masks")
+            if getattr(entry, role)}
 
 
 def _order(exp_id: str):
@@ -246,15 +258,15 @@ ENTRIES = {
           shows="Growth factor of trained nets vs their post-training σ_w, for lines within a class and "
           "between classes; the same nets before training in black.",
           trains=True),
-    "EP-F1": Entry("Figure 1", "ep", parts="net_parts", measure="plane_measure",
-          figure="f1_figure", summary="plane_summary",
+    "EP-F1": Entry("Figure 1", "ep", parts="lr:net_parts", measure="lr:plane_measure",
+          figure="f1_figure", summary="lr:plane_summary",
           shows="Regions of input space (R²) cut by a 3-hidden-layer ReLU net of width 4, layer by "
           "layer."),
     "EP-F2": Entry("Figure 2", "ep", parts="grid_parts", measure="grid_measure",
           figure="f2_figure", summary="transitions_summary",
           shows="Transitions along a circle vs depth and vs width for several σ_w², hard-tanh and ReLU."),
-    "EP-F3": Entry("Figure 3", "ep", parts="projection_parts", measure="projection_measure",
-          figure="f3_figure", summary="projection_summary",
+    "EP-F3": Entry("Figure 3", "ep", parts="tg:projection_parts", measure="tg:projection_measure",
+          figure="f3_figure", summary="tg:projection_summary",
           shows="A circle projected to 2-D after each layer of a tanh net of width 100."),
     "EP-F4": Entry("Figure 4", "ep_conv", parts="f4_parts", measure="f4_measure",
           figure="f4_figure", summary="f4_summary",
