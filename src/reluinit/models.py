@@ -28,6 +28,7 @@ from torch import nn
 from .inits import initialize
 from .nets import MLP, Activation
 
+
 def ffnn(n_in: int, width: int, depth: int, n_out: int, activation: str = "relu", bias: bool = True) -> MLP:
     """Fully connected: ``depth`` hidden layers of ``width`` units, then a linear readout; a
     ``nets.MLP``, the one description of such a net, with torch's default layers until

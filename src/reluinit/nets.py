@@ -171,8 +171,6 @@ def sample_mlp(
     """
     if init not in SCHEMES:
         raise ValueError(f"unknown init {init!r}; known: {', '.join(SCHEMES)}")
-    std_of = lambda fan_in, fan_out, readout: weight_std(init, fan_in, fan_out, readout=readout,  # noqa: E731
-                                                         sigma_w=sigma_w)
     if any(n < 1 for n in widths):
         raise ValueError(f"widths must be positive, got {widths}")
     gen = torch.Generator().manual_seed(seed)
@@ -180,7 +178,7 @@ def sample_mlp(
     n_layers = len(widths) - 1
     for l in range(n_layers):
         fan_in, fan_out = widths[l], widths[l + 1]
-        std = std_of(fan_in, fan_out, readout and l == n_layers - 1)
+        std = weight_std(init, fan_in, fan_out, readout=readout and l == n_layers - 1, sigma_w=sigma_w)
         w = torch.randn(fan_out, fan_in, generator=gen, dtype=torch.float64) * std
         b = torch.randn(fan_out, generator=gen, dtype=torch.float64) * bias_std
         weights.append(w.to(device=device, dtype=dtype))

@@ -108,7 +108,6 @@ def pruning(dev, tiny: bool) -> list[dict]:
     return rows
 
 
-
 def _mask_row(item: str, cpu_scores: dict, dev_scores: dict, depth: int, n_images: int) -> dict:
     """One method's masks at ``DENSITY`` from device and CPU scores: the share that differs, and whether every
     differing weight is a near tie of the CPU threshold."""
@@ -130,6 +129,7 @@ def _mask_row(item: str, cpu_scores: dict, dev_scores: dict, depth: int, n_image
                 f"ResNet{depth} doubled, density {DENSITY}, {n_images} images: {int(differ.sum())} of "
                 f"{len(flat_cpu):,} masks differ; {ties} other weights share the threshold's score exactly, "
                 f"{int(near.sum())} lie within {NEAR_TIE_RTOL:g} of it; median relative score difference {score_rel:.2g}")
+
 
 def generated(n: int, dev, shape, learnable: bool = False, seed: int = 3):
     """``n`` generated images and labels on ``dev``; ``learnable``: each class adds its own colour

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -147,13 +148,10 @@ def _insert_notebook(root: Path, exp_id: str, paper: str, shows: str) -> Path:
 
 def _regenerate(root: Path) -> list[Path]:
     """CATALOGUE.md and the README's status table, from the catalogue as it now stands."""
-    env_python = [sys.executable, "-m", "reluinit.pipeline.catalogue"]
-    env = {"PYTHONPATH": str(root / "src")}
-    import os
-
-    env = {**os.environ, **env}
-    run = lambda *a: subprocess.run([*env_python, *a], cwd=root, env=env, check=True, capture_output=True,  # noqa: E731
-                                    text=True).stdout
+    # a new process: this one's catalogue was imported before the entry was written
+    env = {**os.environ, "PYTHONPATH": str(root / "src")}
+    run = lambda what: subprocess.run([sys.executable, "-m", "reluinit.pipeline.catalogue", what], cwd=root,  # noqa: E731
+                                      env=env, check=True, capture_output=True, text=True).stdout
     (root / "CATALOGUE.md").write_text(run("catalogue"))
     table = run("status").rstrip("\n")
     readme = root / "README.md"

@@ -35,11 +35,11 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from ..pipeline import catalogue, paths, provenance
-from . import claims, reports
-from ..pipeline.catalogue import PAPERS, paper_of
 from ..fingerprint import settings_fingerprint
+from ..pipeline import catalogue, paths, provenance
+from ..pipeline.catalogue import PAPERS, paper_of
 from ..pipeline.config import settings
+from . import claims, reports
 
 GZIP_ABOVE = 500_000  # bytes of CSV
 
@@ -259,7 +259,7 @@ def absent_why(exp: str, config: dict | None = None) -> str:
     network, the 10,000-digit MNIST subset) has not."""
     if exp in ABSENT_WHY:
         return ABSENT_WHY[exp]
-    entry = catalogue.get(exp)
+    entry = catalogue.entry(exp)  # what it trains and plots, without importing its code
     if entry.source:
         return f"plots the trained nets of {entry.source}, which need a GPU"
     config = config if config is not None else yaml.safe_load(Path("config.yaml").read_text())
@@ -289,7 +289,8 @@ def restore(root: str | Path, results: str | Path) -> tuple[list[Path], list[str
         target = Path(results) / f.relative_to(root).with_suffix("" if f.suffix == ".gz" else ".csv")
         if exp not in EXPERIMENTS or target.exists():
             continue
-        now.setdefault(exp, fingerprints(exp))
+        if exp not in now:  # once per experiment (setdefault would hash its code for every part)
+            now[exp] = fingerprints(exp)
         then = made.loc[(exp, part)].to_dict() if (exp, part) in made.index else {}
         stale = [k for k in ("code", "settings") if then.get(k) != now[exp][k]]
         if stale:
@@ -315,13 +316,13 @@ def refingerprint(root: str | Path) -> list[str]:
     if not path.exists():
         return []
     parts = pd.read_csv(path, dtype=TEXT)
+    now = {exp: fingerprints(exp) for exp in parts["experiment"].unique()}  # once per experiment
     changed = []
     for i, row in parts.iterrows():
-        now = fingerprints(row["experiment"])
         for k in ("code", "settings"):
-            if row[k] != now[k]:
-                changed.append(f"{row['experiment']} {row['part']}: {k} {row[k]} -> {now[k]}")
-                parts.loc[i, k] = now[k]
+            if row[k] != now[row["experiment"]][k]:
+                changed.append(f"{row['experiment']} {row['part']}: {k} {row[k]} -> {now[row['experiment']][k]}")
+                parts.loc[i, k] = now[row["experiment"]][k]
     parts.to_csv(path, index=False)
     return changed
 
@@ -366,10 +367,12 @@ def verdict_block(card: pd.DataFrame, runs: pd.DataFrame, absent: bool = False) 
             c = counts.loc[paper]
             lines.append(f"| {paper} | {c[claims.REPRODUCED]} | {c[claims.NOT_REPRODUCED]} | {c[claims.NOT_RUN]} | "
                          f"{done.get(paper, 0)} of {sum(paper_of(e) == paper for e in catalogue.ENTRIES)} |")
-    lacking = [e for e in catalogue.ENTRIES if e not in set(runs.loc[runs["status"] == "done", "experiment"])]
+    finished = set(runs.loc[runs["status"] == "done", "experiment"])
+    lacking = [e for e in catalogue.ENTRIES if e not in finished]
     if absent and lacking:
+        config = yaml.safe_load(Path("config.yaml").read_text())
         lines += ["", "Catalogue ids not in the reference, and why:", ""]
-        lines += [f"- **{e}**: {absent_why(e)}" for e in lacking]
+        lines += [f"- **{e}**: {absent_why(e, config)}" for e in lacking]
     lines += ["", "Not reproduced at the paper scale, and why:", ""]
     for _, row in card[card["verdict"] == claims.NOT_REPRODUCED].iterrows():
         lines.append(f"- **{row['claim']}** ({row['table']}): measured {_num(row['measured'])}, the paper "
