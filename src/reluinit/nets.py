@@ -19,6 +19,7 @@ ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "tanh": torch.tanh,
     "hardtanh": torch.nn.functional.hardtanh,
     "elu": torch.nn.functional.elu,
+    "leaky_relu": torch.nn.functional.leaky_relu,  # torch's slope 0.01 (as_mlp takes no other)
     "linear": lambda z: z,
 }
 
@@ -190,3 +191,68 @@ def random_widths(center: int, variation: int, depth: int, seed: int) -> list[in
     """Layer widths drawn independently and uniformly from the integers in [c - v, c + v]."""
     gen = torch.Generator().manual_seed(seed)
     return (torch.randint(center - variation, center + variation + 1, (depth,), generator=gen)).tolist()
+
+
+# --- any torch model of linear layers -----------------------------------------------------------
+
+# The torch modules ``as_mlp`` reads as an activation, and which of ``ACTIVATIONS`` each is.
+_TORCH_ACTIVATIONS = {nn.ReLU: "relu", nn.Hardtanh: "hardtanh", nn.LeakyReLU: "leaky_relu", nn.Tanh: "tanh",
+                      nn.ELU: "elu"}
+_PASS_THROUGH = (nn.Identity, nn.Flatten, nn.Dropout)
+SUPPORTED = "nn.Sequential (nested too) of Linear, ReLU, LeakyReLU, Hardtanh, Identity, Flatten and Dropout"
+
+
+def _leaves(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    if isinstance(model, nn.Sequential):
+        return [(f"{name}.{sub}" if sub else name, leaf) for name, child in model.named_children()
+                for sub, leaf in _leaves(child)]
+    return [("", model)]
+
+
+def as_mlp(model: nn.Module) -> MLP:
+    """A plain PyTorch model as the library's ``MLP``, sharing its weights (nothing copied), so
+    that every measurement of the library reads it: ``nn.Sequential`` (nested too) of ``Linear``
+    layers with one activation between each pair (``ReLU``, ``LeakyReLU`` of torch's slope 0.01,
+    ``Hardtanh`` of [-1, 1], or ``Tanh`` and ``ELU`` where a measurement is not exact), and
+    ``Identity``, ``Flatten`` and ``Dropout`` (a dropout in training mode refused: the function is
+    random). A last ``Linear`` with no activation after it is the readout. Anything else raises a
+    ``TypeError`` naming the layer.
+
+        >>> net = as_mlp(nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 1)))
+        >>> net.widths, net.readout
+        ([2, 8, 1], True)
+    """
+    if isinstance(model, MLP):
+        return model
+    layers, acts = [], []
+    for name, m in _leaves(model):
+        where = f"layer {name or type(model).__name__} ({type(m).__name__})"
+        if isinstance(m, nn.Linear):
+            if len(layers) > len(acts):
+                acts.append("linear")  # two linear layers in a row: the identity between them
+            layers.append(m)
+        elif type(m) in _TORCH_ACTIVATIONS:
+            act = _TORCH_ACTIVATIONS[type(m)]
+            if (act == "leaky_relu" and m.negative_slope != 0.01) or (act == "hardtanh" and (m.min_val, m.max_val) != (-1.0, 1.0)) \
+                    or (act == "elu" and m.alpha != 1.0):
+                raise TypeError(f"{where}: only torch's default parameters are supported; supported: {SUPPORTED}")
+            if len(layers) != len(acts) + 1:
+                raise TypeError(f"{where}: an activation must follow a Linear layer; supported: {SUPPORTED}")
+            acts.append(act)
+        elif isinstance(m, _PASS_THROUGH):
+            if isinstance(m, nn.Dropout) and m.training and m.p > 0:
+                raise TypeError(f"{where}: dropout in training mode is random; call model.eval() first")
+        else:
+            raise TypeError(f"{where} is not supported; supported: {SUPPORTED}")
+    if not layers:
+        raise TypeError(f"{type(model).__name__} has no Linear layer; supported: {SUPPORTED}")
+    hidden = [a for a in acts if a != "linear"] or ["linear"]
+    if len(set(hidden)) > 1:
+        raise TypeError(f"activations {sorted(set(hidden))} mixed in one net; one kind between every pair of "
+                        f"Linear layers is supported ({SUPPORTED})")
+    if "linear" in acts[: len(layers) - 1] and hidden != ["linear"]:
+        raise TypeError(f"two Linear layers in a row inside a net with {hidden[0]}: merge them, or put the "
+                        f"activation between them ({SUPPORTED})")
+    net = MLP([], [], hidden[0], readout=len(acts) < len(layers))
+    net.layers = nn.ModuleList(layers)  # the model's own layers: no copy
+    return net

@@ -14,16 +14,17 @@ Everything here is exact up to floating point (float64 recommended): nothing is 
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from . import planecut
-from .nets import ACTIVATIONS, MLP
+from .nets import ACTIVATIONS, MLP, as_mlp
 
 # Pre-activation values where each activation's slope changes.
-KINKS = {"relu": (0.0,), "hardtanh": (-1.0, 1.0), "linear": ()}
+KINKS = {"relu": (0.0,), "leaky_relu": (0.0,), "hardtanh": (-1.0, 1.0), "linear": ()}
 
 
 def _codes(z: torch.Tensor, activation: str) -> torch.Tensor:
@@ -38,6 +39,8 @@ def _slope(code: torch.Tensor, activation: str, dtype) -> torch.Tensor:
     """The activation's slope on each neuron's piece."""
     if activation == "relu":
         return code.to(dtype)
+    if activation == "leaky_relu":
+        return code.to(dtype) + 0.01 * (1 - code.to(dtype))
     if activation == "hardtanh":
         return (code == 1).to(dtype)
     if activation == "linear":
@@ -308,3 +311,62 @@ def data_plane(x: torch.Tensor, y: torch.Tensor, digits=(0, 1, 2), scale: float 
     centre = pts[0] + ux * e1 + uy * e2
     radius = float(np.hypot(ux, uy))
     return centre, e1, e2, scale * radius, p - np.array([ux, uy])
+
+
+# --- any torch model: the public entry points ------------------------------------------------------
+
+@dataclass
+class LineRegions:
+    """The exact regions of a net along one line ``x0 + t (x1 - x0)``: ``breakpoints`` (the ``t``
+    where the activation pattern changes, in order), the ``intervals`` between them (``t_min`` and
+    ``t_max`` at the ends, infinite for the whole line) and each interval's activation ``pattern``
+    (one int8 per hidden neuron: which piece of its activation it is on)."""
+
+    breakpoints: np.ndarray
+    intervals: np.ndarray
+    patterns: np.ndarray
+
+    @property
+    def count(self) -> int:
+        """The number of linear regions the line crosses (intervals of distinct consecutive patterns)."""
+        return len(self.intervals)
+
+
+def regions_on_line(model, x0, x1, t_min: float = -math.inf, t_max: float = math.inf) -> LineRegions:
+    """The exact linear regions of ``model`` (any ``nn.Sequential`` that ``nets.as_mlp`` reads, or
+    an ``MLP``) along the line ``x0 + t (x1 - x0)`` for ``t_min <= t <= t_max`` (the whole line by
+    default), in the model's dtype (float64 recommended: exact up to rounding).
+
+        >>> model = nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 1))
+        >>> regions_on_line(model.double(), torch.zeros(2), torch.ones(2)).count  # doctest: +SKIP
+        17
+    """
+    net = as_mlp(model)
+    x0 = torch.as_tensor(x0).reshape(1, -1)
+    x1 = torch.as_tensor(x1).reshape(1, -1)
+    with torch.no_grad():
+        split = split_lines(net, x0, x1, t_min, t_max)
+    pattern = split.pattern.cpu().numpy()
+    t0, t1 = split.t0.cpu().numpy(), split.t1.cpu().numpy()
+    new = np.ones(len(t0), dtype=bool)  # an interval whose pattern equals its neighbour's is one region
+    new[1:] = (pattern[1:] != pattern[:-1]).any(axis=1)
+    starts = np.flatnonzero(new)
+    ends = np.append(starts[1:], len(t0)) - 1
+    return LineRegions(t0[starts[1:]], np.stack([t0[starts], t1[ends]], axis=1), pattern[starts])
+
+
+def plane_partition(model, center, u, v, half_side: float) -> list[Polygon]:
+    """The exact partition into linear regions of the square ``|a|, |b| <= half_side`` of the plane
+    ``center + a u + b v``, for ``model`` (any ``nn.Sequential`` that ``nets.as_mlp`` reads): convex
+    polygons in (a, b) coordinates, each with its activation pattern. Computed in float64.
+
+        >>> model = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 1))
+        >>> len(plane_partition(model, [0, 0], [1, 0], [0, 1], 2.0)) > 1
+        True
+    """
+    net = as_mlp(model)
+    if net.n_hidden == 0:
+        s = float(half_side)
+        return [Polygon(np.array([[-s, -s], [s, -s], [s, s], [-s, s]]), np.zeros(0, np.int8), False)]
+    with torch.no_grad():
+        return plane_regions(net, center, u, v, half_side)[-1]

@@ -1,0 +1,89 @@
+"""The science on anyone's PyTorch model (issue 41, in progress): a plain ``nn.Sequential`` is read
+as the library's own ``MLP`` (no second engine), and its regions along a line and in a plane are
+exact, checked against brute force and Regioncam."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from reluinit.nets import as_mlp
+from reluinit.regions import plane_partition, regions_on_line
+
+
+def _sequential(widths, act=nn.ReLU, seed=0, nested=False):
+    torch.manual_seed(seed)
+    mods = []
+    for i, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
+        mods.append(nn.Linear(a, b))
+        if i < len(widths) - 2:
+            mods += [act(), nn.Dropout(0.1)]
+    if nested:
+        return nn.Sequential(nn.Flatten(), nn.Sequential(*mods[:3]), nn.Sequential(*mods[3:]), nn.Identity()).double().eval()
+    return nn.Sequential(*mods).double().eval()
+
+
+@pytest.mark.parametrize("act", [nn.ReLU, nn.LeakyReLU, nn.Hardtanh])
+def test_a_sequential_is_read_as_the_same_function_sharing_its_weights(act):
+    model = _sequential([5, 12, 12, 3], act, nested=True)
+    net = as_mlp(model)
+    x = torch.randn(40, 5, dtype=torch.float64)
+    assert torch.allclose(net(x), model(x), rtol=0, atol=1e-12)
+    assert net.readout and net.widths == [5, 12, 12, 3]
+    assert net.layers[0].weight is model[1][0].weight  # shared, not copied
+
+
+@pytest.mark.parametrize("layer, words", [(nn.Sigmoid(), "Sigmoid"), (nn.Conv2d(1, 1, 3), "Conv2d"),
+                                          (nn.LeakyReLU(0.2), "default parameters")])
+def test_an_unsupported_layer_is_a_type_error_naming_it(layer, words):
+    model = nn.Sequential(nn.Linear(2, 4), layer, nn.Linear(4, 1))
+    with pytest.raises(TypeError, match=words) as e:
+        as_mlp(model)
+    assert "supported" in str(e.value)
+    with pytest.raises(TypeError, match="eval"):
+        as_mlp(nn.Sequential(nn.Linear(2, 4), nn.ReLU(), nn.Dropout(0.5), nn.Linear(4, 1)).train())
+
+
+def _brute_force_count(model, x0, x1, n=200_001):
+    t = torch.linspace(0, 1, n, dtype=torch.float64)[:, None]
+    pre, _ = as_mlp(model).preactivations(x0 + t * (x1 - x0))
+    pattern = torch.cat([p > 0 for p in pre], dim=1)
+    return 1 + int((pattern[1:] != pattern[:-1]).any(dim=1).sum())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_regions_on_a_segment_equal_a_fine_sampling_where_no_region_is_thinner_than_the_step(seed):
+    model = _sequential([6, 10, 10, 10, 2], seed=seed)
+    g = torch.Generator().manual_seed(seed)
+    x0, x1 = torch.randn(6, generator=g, dtype=torch.float64), torch.randn(6, generator=g, dtype=torch.float64)
+    found = regions_on_line(model, x0, x1, 0.0, 1.0)
+    widths = np.diff(found.intervals, axis=1)
+    assert (widths > 0).all() and found.intervals[0, 0] == 0 and found.intervals[-1, 1] == 1
+    assert np.all(np.diff(found.breakpoints) > 0)
+    if widths.min() > 2 / 200_000:
+        assert found.count == _brute_force_count(model, x0, x1)
+    whole = regions_on_line(model, x0, x1)  # the whole line: unbounded end intervals
+    assert math.isinf(whole.intervals[0, 0]) and math.isinf(whole.intervals[-1, 1]) and whole.count >= found.count
+
+
+@pytest.mark.parametrize("width, depth, seed", [(8, 2, 0), (12, 3, 1), (16, 2, 2)])
+def test_plane_partitions_equal_regioncams_counts_and_a_dense_grids_patterns(width, depth, seed):
+    regioncam = pytest.importorskip("regioncam")
+    model = _sequential([2] + [width] * depth + [1], seed=seed)
+    polygons = plane_partition(model, [0.0, 0.0], [1.0, 0.0], [0.0, 1.0], 2.0)
+    assert sum(p.area for p in polygons) == pytest.approx(16.0)
+    rc = regioncam.Regioncam(size=2.0)
+    for layer in as_mlp(model).layers[:depth]:
+        rc.linear(np.ascontiguousarray(layer.weight.detach().numpy().T, dtype=np.float32),
+                  layer.bias.detach().numpy().astype(np.float32))
+        rc.relu()
+    assert len(polygons) == rc.num_faces
+    # A dense grid sees no pattern the partition lacks, and misses only the thinnest regions.
+    u = torch.linspace(-2, 2, 801, dtype=torch.float64)
+    grid = torch.cartesian_prod(u, u)
+    pre, _ = as_mlp(model).preactivations(grid)
+    seen = {tuple(row) for row in torch.cat([p > 0 for p in pre], dim=1).to(torch.int8).tolist()}
+    exact = {tuple(p.pattern.tolist()) for p in polygons}
+    assert seen <= exact and len(seen) >= 0.9 * len(exact)
