@@ -87,3 +87,18 @@ def test_plane_partitions_equal_regioncams_counts_and_a_dense_grids_patterns(wid
     seen = {tuple(row) for row in torch.cat([p > 0 for p in pre], dim=1).to(torch.int8).tolist()}
     exact = {tuple(p.pattern.tolist()) for p in polygons}
     assert seen <= exact and len(seen) >= 0.9 * len(exact)
+
+
+def test_trajectory_stats_of_a_users_net_are_the_librarys_on_its_mlp():
+    """The input layer's length is the path's; a ReLU net at He scale keeps lengths of the order of
+    the input's, and the table is the one TG's and EP's experiments write."""
+    from reluinit.trajectories import Line, path_rows, trajectory_stats
+
+    model = _sequential([20, 64, 64, 64], seed=3)[:-1]  # ends in an activation: no readout
+    x0, x1 = torch.zeros(20, dtype=torch.float64), torch.ones(20, dtype=torch.float64)
+    stats = trajectory_stats(model, x0, x1, n_pieces=2000)
+    assert list(stats["layer"]) == [0, 1, 2, 3] and stats["length"].iloc[0] == pytest.approx(math.sqrt(20))
+    with torch.no_grad():
+        same = path_rows(as_mlp(model), Line(x0, x1), 2000)
+    assert stats.equals(same)
+    assert (stats["transitions"].iloc[1:] > 0).all()

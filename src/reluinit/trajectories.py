@@ -301,3 +301,25 @@ def path_rows(net, path, n_pieces: int, /, counts: bool = True, pre: bool = True
     return pd.DataFrame({"layer": np.arange(len(st.length)), "length": st.length, "length_pre": st.length_pre,
                          "growth": st.growth, "transitions": st.transitions, "patterns": st.patterns}).assign(
         n_pieces=n_pieces, dtype=str(net.weights[0].dtype).removeprefix("torch."), **labels)
+
+
+def trajectory_stats(model, x0, x1, path: str = "line", n_pieces: int = 10_000) -> pd.DataFrame:
+    """Per-layer length, growth factor and transitions of a path between ``x0`` and ``x1`` through
+    ``model`` (any ``nn.Sequential`` that ``nets.as_mlp`` reads, or an ``MLP``): one row per layer
+    (0 = the input path) with ``length`` (post-activation), ``length_pre``, ``growth`` (mean over the
+    path's pieces of ‖dz(d)‖ / ‖dz(d-1)‖) and ``transitions`` (neuron piece changes; -1 for tanh).
+    ``path``: "line" (x0 to x1), "arc" (EP's quarter circle) or "circle" (the closed circle through
+    both, TG-F1's). Computed in the model's dtype on its device.
+
+        >>> model = nn.Sequential(nn.Linear(10, 50), nn.ReLU(), nn.Linear(50, 50), nn.ReLU())
+        >>> stats = trajectory_stats(model.double(), torch.zeros(10), torch.ones(10))  # doctest: +SKIP
+        >>> list(stats.columns[:5])  # doctest: +SKIP
+        ['layer', 'length', 'length_pre', 'growth', 'transitions']
+    """
+    from .nets import as_mlp
+
+    net = as_mlp(model)
+    dtype, device = net.weights[0].dtype, net.weights[0].device
+    ends = [torch.as_tensor(x, dtype=dtype, device=device).reshape(-1) for x in (x0, x1)]
+    with torch.no_grad():
+        return path_rows(net, make_path(path, *ends), n_pieces)
