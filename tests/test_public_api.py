@@ -102,3 +102,38 @@ def test_trajectory_stats_of_a_users_net_are_the_librarys_on_its_mlp():
         same = path_rows(as_mlp(model), Line(x0, x1), 2000)
     assert stats.equals(same)
     assert (stats["transitions"].iloc[1:] > 0).all()
+
+
+def test_snip_on_a_torchvision_resnet18_keeps_the_density_and_pruned_weights_stay_zero():
+    """Pruning reads any model's Conv2d and Linear layers (batch norms are never pruned): SNIP at
+    density 0.1 keeps round(0.1 N) weights, a step of SGD with momentum leaves the pruned ones at
+    zero, and the SBP-style rescaling gives each kept (unit, position) slice a unit sum of squares."""
+    torchvision = pytest.importorskip("torchvision")
+    from reluinit import pruning
+    from reluinit.models import weight_layers
+
+    model = torchvision.models.resnet18(num_classes=10)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(8, 3, 32, 32, generator=g), torch.randint(0, 10, (8,), generator=g)
+    masks = pruning.prune(model, "snip", 0.1, x=x, y=y)
+    n = sum(m.numel() for m in masks.values())
+    assert len(masks) == len(weight_layers(model)) and sum(int(m.sum()) for m in masks.values()) == round(0.1 * n)
+    pruning.apply_masks(model, masks)
+    pruning.rescale(model, masks)
+    conv = model.conv1.weight.detach()
+    kept = masks["conv1.weight"].double()
+    slices = ((conv.double() * kept) ** 2).sum(dim=1)  # [out, kh, kw]
+    assert torch.allclose(slices[kept.sum(dim=1) > 0], torch.ones(()).double(), atol=1e-5)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+    assert sum(int((m.weight != 0).sum()) for _, m in weight_layers(model)) <= round(0.1 * n)
+
+
+def test_edge_of_chaos_gives_the_weight_scale_where_chi_is_one():
+    from reluinit.meanfield import chi, edge_of_chaos
+
+    assert edge_of_chaos("relu")[0] == pytest.approx(math.sqrt(2))
+    for act, sb in [("tanh", 0.2), ("elu", 0.2), ("tanh", 1.0)]:
+        sw, c = edge_of_chaos(act, sb)
+        assert c == pytest.approx(1, abs=1e-9) and chi(sw * 1.05, sb, act) > 1 > chi(sw * 0.95, sb, act)

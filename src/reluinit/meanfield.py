@@ -130,3 +130,17 @@ def ordered_sigma_w(kappa: float, sigma_b: float, activation: str, reading: str 
     log_fn = READINGS[reading]
     return brentq(lambda sw: log_fn(chi(sw, sigma_b, activation)) + 8 * kappa, 1e-3,
                   eoc_sigma_w(sigma_b, activation))
+
+
+def edge_of_chaos(activation: str, sigma_b: float = 0.0) -> tuple[float, float]:
+    """(sigma_w, chi) on the edge of chaos of ``activation`` ("relu", "tanh", "elu") for bias scale
+    ``sigma_b``: the weight scale at which chi = 1, and chi evaluated there (1 up to the root
+    finder's tolerance).
+
+        >>> [round(v, 4) for v in edge_of_chaos("relu")]
+        [1.4142, 1.0]
+        >>> [round(v, 4) for v in edge_of_chaos("tanh", 0.2)]
+        [1.3041, 1.0]
+    """
+    sigma_w = math.sqrt(2.0) if activation == "relu" else eoc_sigma_w(sigma_b, activation)
+    return sigma_w, chi(sigma_w, sigma_b, activation)
