@@ -137,3 +137,18 @@ def test_edge_of_chaos_gives_the_weight_scale_where_chi_is_one():
     for act, sb in [("tanh", 0.2), ("elu", 0.2), ("tanh", 1.0)]:
         sw, c = edge_of_chaos(act, sb)
         assert c == pytest.approx(1, abs=1e-9) and chi(sw * 1.05, sb, act) > 1 > chi(sw * 0.95, sb, act)
+
+
+def test_every_example_of_your_own_network_runs(tmp_path, monkeypatch):
+    """docs/your-own-network.md: each python block runs as written (here, on the CPU, offline)."""
+    import re
+
+    from conftest import ROOT
+
+    page = (ROOT / "docs" / "your-own-network.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
+    assert len(blocks) == 4
+    monkeypatch.chdir(tmp_path)
+    for i, code in enumerate(blocks):
+        exec(compile(code, f"your-own-network example {i + 1}", "exec"), {})
+    assert (tmp_path / "regions.png").stat().st_size > 1000
