@@ -198,7 +198,7 @@ def regions(a) -> None:
     import numpy as np
 
     from ..nets import sample_mlp
-    from ..regions import plane_regions, split_lines
+    from ..regions import plane_partition, plane_regions, regions_on_line, split_lines
 
     try:
         import regioncam
@@ -212,7 +212,10 @@ def regions(a) -> None:
                          dtype=torch.float64).to(device)
         ours = _best(lambda: plane_regions(net, np.zeros(2), np.eye(2)[0], np.eye(2)[1], 2.0), a.repeats)
         n = len(plane_regions(net, np.zeros(2), np.eye(2)[0], np.eye(2)[1], 2.0)[-1])
-        line = f"plane, depth {a.depth} width {width:4d}: {n:7,} regions in {ours:8.4f} s"
+        user = _sequential(net)  # the same net as a user's nn.Sequential, through the public entry point
+        public = _best(lambda: plane_partition(user, np.zeros(2), np.eye(2)[0], np.eye(2)[1], 2.0), a.repeats)
+        line = (f"plane, depth {a.depth} width {width:4d}: {n:7,} regions in {ours:8.4f} s"
+                f"   public plane_partition {public:8.4f} s ({public / ours - 1:+.1%})")
         if regioncam is not None:
             theirs = _best(lambda: regioncam_faces(net, 2.0), a.repeats)
             line += f"   Regioncam {regioncam_faces(net, 2.0)[-1]:7,} in {theirs:8.4f} s   ({ours / theirs:.1f}x as long)"
@@ -222,7 +225,10 @@ def regions(a) -> None:
     x0, x1 = (torch.randn(a.lines, 784, generator=gen, dtype=torch.float64).to(device) for _ in range(2))
     ours = _best(lambda: split_lines(net, x0, x1, keep_pattern=False), a.repeats)
     n = len(split_lines(net, x0, x1, keep_pattern=False).t0)
-    line = f"{a.lines} lines, 784-64-64-64: {n:7,} intervals in {ours:8.4f} s"
+    user = _sequential(net)
+    public = _best(lambda: [regions_on_line(user, p, q, 0.0, 1.0) for p, q in zip(x0, x1)], a.repeats)
+    line = (f"{a.lines} lines, 784-64-64-64: {n:7,} intervals in {ours:8.4f} s (batched)"
+            f"   public regions_on_line, line by line {public:8.4f} s")
     if regioncam is not None:
         layers = [(np.ascontiguousarray(w.cpu().numpy().T, dtype=np.float32), b.cpu().numpy().astype(np.float32))
                   for w, b in zip(net.weights, net.biases)]
@@ -240,6 +246,18 @@ def regions(a) -> None:
         t = _best(theirs_1d, a.repeats)
         line += f"   Regioncam 1-D {theirs_1d():7,} edges in {t:8.4f} s   ({ours / t:.1f}x as long)"
     print(line)
+
+
+def _sequential(net):
+    """``net`` (an ``MLP``) as the ``nn.Sequential`` a user would write, holding the same weights."""
+    from torch import nn
+
+    mods = []
+    for i, layer in enumerate(net.layers):
+        mods.append(layer)
+        if not (net.readout and i == len(net.layers) - 1):
+            mods.append(nn.ReLU())
+    return nn.Sequential(*mods)
 
 
 def _best(fn, repeats: int) -> float:
