@@ -68,6 +68,19 @@ def test_regions_on_a_segment_equal_a_fine_sampling_where_no_region_is_thinner_t
     assert math.isinf(whole.intervals[0, 0]) and math.isinf(whole.intervals[-1, 1]) and whole.count >= found.count
 
 
+def test_many_lines_at_once_equal_each_line_alone():
+    model = _sequential([6, 10, 10, 2], seed=5)
+    g = torch.Generator().manual_seed(5)
+    x0, x1 = torch.randn(7, 6, generator=g, dtype=torch.float64), torch.randn(7, 6, generator=g, dtype=torch.float64)
+    batched = regions_on_line(model, x0, x1, 0.0, 1.0)
+    assert len(batched) == 7
+    for i, many in enumerate(batched):
+        one = regions_on_line(model, x0[i], x1[i], 0.0, 1.0)
+        assert many.count == one.count > 1
+        assert np.array_equal(many.patterns, one.patterns)
+        np.testing.assert_allclose(many.breakpoints, one.breakpoints, rtol=1e-12)  # batched matmul rounds apart
+
+
 @pytest.mark.parametrize("width, depth, seed", [(8, 2, 0), (12, 3, 1), (16, 2, 2)])
 def test_plane_partitions_equal_regioncams_counts_and_a_dense_grids_patterns(width, depth, seed):
     regioncam = pytest.importorskip("regioncam")

@@ -332,27 +332,36 @@ class LineRegions:
         return len(self.intervals)
 
 
-def regions_on_line(model, x0, x1, t_min: float = -math.inf, t_max: float = math.inf) -> LineRegions:
+def regions_on_line(model, x0, x1, t_min: float = -math.inf, t_max: float = math.inf):
     """The exact linear regions of ``model`` (any ``nn.Sequential`` that ``nets.as_mlp`` reads, or
     an ``MLP``) along the line ``x0 + t (x1 - x0)`` for ``t_min <= t <= t_max`` (the whole line by
-    default), in the model's dtype (float64 recommended: exact up to rounding).
+    default), in the model's dtype (float64 recommended: exact up to rounding). ``x0``, ``x1`` of
+    shape ``(d,)`` give one ``LineRegions``; ``(n, d)`` give a list of ``n``, all split in one
+    batched pass (many lines cost little more than one).
 
         >>> model = nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 1))
         >>> regions_on_line(model.double(), torch.zeros(2), torch.ones(2)).count  # doctest: +SKIP
         17
     """
     net = as_mlp(model)
-    x0 = torch.as_tensor(x0).reshape(1, -1)
-    x1 = torch.as_tensor(x1).reshape(1, -1)
+    one = torch.as_tensor(x0).dim() == 1
+    x0 = torch.as_tensor(x0).reshape(-1, net.widths[0])
+    x1 = torch.as_tensor(x1).reshape(-1, net.widths[0])
     with torch.no_grad():
         split = split_lines(net, x0, x1, t_min, t_max)
-    pattern = split.pattern.cpu().numpy()
+    line, pattern = split.line.cpu().numpy(), split.pattern.cpu().numpy()
     t0, t1 = split.t0.cpu().numpy(), split.t1.cpu().numpy()
-    new = np.ones(len(t0), dtype=bool)  # an interval whose pattern equals its neighbour's is one region
-    new[1:] = (pattern[1:] != pattern[:-1]).any(axis=1)
+    # An interval whose pattern equals its neighbour's on the same line is one region with it.
+    new = np.ones(len(t0), dtype=bool)
+    new[1:] = (line[1:] != line[:-1]) | (pattern[1:] != pattern[:-1]).any(axis=1)
     starts = np.flatnonzero(new)
     ends = np.append(starts[1:], len(t0)) - 1
-    return LineRegions(t0[starts[1:]], np.stack([t0[starts], t1[ends]], axis=1), pattern[starts])
+    result = []
+    for i in range(len(x0)):
+        mine = line[starts] == i
+        s, e = starts[mine], ends[mine]
+        result.append(LineRegions(t0[s[1:]], np.stack([t0[s], t1[e]], axis=1), pattern[s]))
+    return result[0] if one else result
 
 
 def plane_partition(model, center, u, v, half_side: float) -> list[Polygon]:
