@@ -7,10 +7,11 @@ from reluinit.experiments import lr_train
 from reluinit.nets import sample_mlp
 
 
-def _spec(**over):
-    return {"seed": 1, "dataset": "mnist", "architectures": ["d2w16"], "runs": 1, "epochs": 3,
-            "checkpoints": [0, 3], "lr": 1e-2, "batch_size": 32, "init": "he", "bias_std": 1e-3,
-            "data_dir": "unused", "scale": "quick", **over}
+def _spec(epochs=3, **over):
+    recipe = {"optimizer": "adam", "lr": 1e-2, "batch_size": 32, "epochs": epochs, "schedule": "constant",
+              "check_every": 1}
+    return {"seed": 1, "dataset": "mnist", "architectures": ["d2w16"], "runs": 1, "recipe": recipe,
+            "checkpoints": [0, 3], "init": "he", "bias_std": 1e-3, "data_dir": "unused", "scale": "quick", **over}
 
 
 def test_training_learns_and_checkpoints_round_trip(tmp_path):
@@ -36,7 +37,8 @@ def test_divergence_is_a_result_not_a_crash():
     x = torch.randn(64, 4, dtype=torch.float64)
     y = torch.randint(0, 3, (64,))
     net.weights[0] *= float("inf")
-    states = lr_train.train_adam(net, (x, y), (x, y), epochs=2, lr=1e-3, batch_size=16, seed=0, checkpoints=[2])
+    recipe = training.Recipe(optimizer="adam", lr=1e-3, batch_size=16, epochs=2, schedule="constant", check_every=1)
+    states = lr_train.train_adam(net, (x, y), (x, y), recipe, seed=0, checkpoints=[2])
     assert states[-1]["diverged"] and math.isnan(states[-1]["train_loss"])
     assert states[-1]["test_acc"] == 1 / 3
 
@@ -234,11 +236,12 @@ def test_lr_training_resumes_only_its_own_run(tmp_path, caplog):
         again = lr_train.train_classifier(spec, "d2w16", seed=5, device="cpu", resume=path, run=0)
     assert "resumed from" in caplog.text
     assert all(torch.equal(a, b) for a, b in zip(first[-1]["weights"], again[-1]["weights"]))
-    assert first[-1]["fingerprint"]["lr"] == spec["lr"]
+    assert first[-1]["fingerprint"]["recipe"]["lr"] == spec["recipe"]["lr"]
     caplog.clear()
     with caplog.at_level("INFO", logger="reluinit.training"):
-        other = lr_train.train_classifier({**spec, "lr": 5e-3}, "d2w16", seed=5, device="cpu", resume=path, run=0)
-    assert "lr 0.01 -> 0.005: starting afresh" in caplog.text
+        other = lr_train.train_classifier({**spec, "recipe": {**spec["recipe"], "lr": 5e-3}}, "d2w16", seed=5,
+                                          device="cpu", resume=path, run=0)
+    assert "recipe.lr 0.01 -> 0.005: starting afresh" in caplog.text
     assert not torch.equal(first[-1]["weights"][0], other[-1]["weights"][0])
 
 

@@ -1,5 +1,6 @@
-"""LR's trained nets (LR-F5 to LR-F8): fully connected ReLU nets (``nets.MLP``) trained with Adam on
-MNIST by the workflow's ``train`` rule, one file of checkpoints per run, which ``lr`` measures.
+"""LR's trained nets (LR-F5 to LR-F8): fully connected ReLU nets (``nets.MLP``) trained on MNIST
+through ``training.fit`` by their recipe (config ``recipes: lr-mnist``: Adam) in the workflow's
+``train`` rule, one file of checkpoints per run, which ``lr`` measures.
 
 A checkpoint is plain tensors and numbers (``snapshot``), loadable with
 ``torch.load(weights_only=True)``, with the run's seed, dataset and settings fingerprint."""
@@ -41,13 +42,12 @@ def restore(state: dict, device: str | torch.device = "cpu") -> MLP:
                activation=state["activation"], readout=True)
 
 
-def train_adam(net: MLP, train: tuple[torch.Tensor, torch.Tensor], test: tuple[torch.Tensor, torch.Tensor], *,
-               epochs: int, lr: float, batch_size: int, seed: int, checkpoints: list[int],
-               resume: Checkpoint | None = None, max_steps: int | None = None) -> list[dict]:
-    """Train ``net`` in place with Adam on cross-entropy (``fit``); return a snapshot at each epoch in
-    ``checkpoints`` (0 = at initialization), each with its test accuracy and mean train loss. A run
-    that diverges ends with a snapshot marked ``diverged`` at chance accuracy. ``resume``: the run's
-    resumable state (``fit``'s checkpoint). ``max_steps``: the smoke scale's cut (``Recipe.max_steps``)."""
+def train_adam(net: MLP, train: tuple[torch.Tensor, torch.Tensor], test: tuple[torch.Tensor, torch.Tensor],
+               recipe: Recipe, *, seed: int, checkpoints: list[int], resume: Checkpoint | None = None) -> list[dict]:
+    """Train ``net`` in place (``fit``, cross-entropy) by ``recipe`` (config ``recipes: lr-mnist``:
+    Adam); return a snapshot at each epoch in ``checkpoints`` (0 = at initialization), each with
+    its test accuracy and mean train loss. A run that diverges ends with a snapshot marked
+    ``diverged`` at chance accuracy. ``resume``: the run's resumable state (``fit``'s checkpoint)."""
     net.requires_grad_(True)
     device = net.weights[0].device
     train_data = DeviceData(*train, device, dtype=net.weights[0].dtype)
@@ -57,8 +57,6 @@ def train_adam(net: MLP, train: tuple[torch.Tensor, torch.Tensor], test: tuple[t
     def keep(epoch: int, m: MLP) -> list[dict]:
         return [{"state": snapshot(net)}] if epoch in checkpoints else []
 
-    recipe = Recipe(optimizer="adam", lr=lr, batch_size=batch_size, epochs=epochs, schedule="constant",
-                    precision="fp32", check_every=1, max_steps=max_steps)
     result = fit(net, train_data, test_data, recipe, seed=seed, on_epoch=keep, n_classes=n_classes,
                  checkpoint=resume)
     by_epoch = {r["epoch"]: r for r in result.history}
@@ -105,9 +103,8 @@ def train_classifier(s: dict, arch: str, seed: int, device: str = "auto", resume
     # The runs and architectures listed beside this one do not change it (its seed is recorded).
     fingerprint = settings_fingerprint(s, exclude=("architectures", "runs"), arch=arch, run=run,
                                                   seed=seed)
-    states = train_adam(net, (x, y), flat(test, device), epochs=s["epochs"], lr=s["lr"],
-                        batch_size=s["batch_size"], seed=seed, checkpoints=s["checkpoints"],
-                        resume=Checkpoint(resume, fingerprint) if resume else None, max_steps=s.get("max_steps"))
+    states = train_adam(net, (x, y), flat(test, device), Recipe.from_settings(s["recipe"]), seed=seed,
+                        checkpoints=s["checkpoints"], resume=Checkpoint(resume, fingerprint) if resume else None)
     for st in states:
         st.update(arch=arch, seed=seed, dataset=train.name, fingerprint=fingerprint)
     return states

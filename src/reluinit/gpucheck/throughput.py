@@ -109,11 +109,10 @@ def _paper_run(paper: dict, exp: str, model: str, dataset: str) -> dict:
 
 
 def _paper_spec(ts: dict) -> dict:
-    """The same for a net of a training spec (LR-MNIST: Adam, its epochs and batch; rule `train`)."""
+    """The same for a net of a training spec (LR-MNIST: its recipe; rule `train`)."""
     from ..pipeline.plan import TRAIN, hours, run_steps
 
-    recipe = {"optimizer": "adam", "batch_size": ts["batch_size"], "epochs": ts["epochs"]}
-    return run_steps(recipe, ts["dataset"]) | {"declared_hours": hours(TRAIN["runtime"])}
+    return run_steps(ts["recipe"], ts["dataset"]) | {"declared_hours": hours(TRAIN["runtime"])}
 
 
 # --- stopping a job at fit -----------------------------------------------------------------------

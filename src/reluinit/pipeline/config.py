@@ -42,8 +42,11 @@ def recipe(config: dict, name: str, scale: str) -> dict:
 def training_settings(config: dict, spec: str, scale: str | None = None) -> dict:
     """A training spec's settings at ``scale``, with the data directory and scale it loads from."""
     scale = scale or config["scale"]
-    return {**_at_scale(config["training"][spec], scale), **smoke_knobs(config, scale),
-            "data_dir": config["data_dir"], "scale": scale}
+    merged = {**_at_scale(config["training"][spec], scale), **smoke_knobs(config, scale),
+              "data_dir": config["data_dir"], "scale": scale}
+    if isinstance(merged.get("recipe"), str):  # how its nets train: a named recipe, same scale
+        merged["recipe"] = recipe(config, merged["recipe"], scale)
+    return merged
 
 
 # The smoke scale runs the paper scale's jobs, models and input shapes, truncated in one place:
@@ -105,16 +108,17 @@ def explain(error: jsonschema.ValidationError) -> str:
 
 
 def unknown_recipes(config: dict) -> list[str]:
-    """One line per ``recipe`` (or ``recipes_by_dataset`` value) that names no recipe under
-    ``recipes:``, with its key and the known names."""
+    """One line per ``recipe`` (of an experiment or a training spec, or a ``recipes_by_dataset``
+    value) that names no recipe under ``recipes:``, with its key and the known names."""
     known = config.get("recipes", {})
     lines = []
-    for exp, block in config.get("experiments", {}).items():
-        for scale, s in block.items():
-            named = {"recipe": s.get("recipe")} if isinstance(s, dict) else {}
-            named |= {f"recipes_by_dataset.{d}": r for d, r in ((s or {}).get("recipes_by_dataset") or {}).items()}
-            for key, name in named.items():
-                if isinstance(name, str) and name not in known:
-                    lines.append(f"invalid config: key 'experiments.{exp}.{scale}.{key}' = {name!r} names no recipe "
-                                 f"under `recipes:` (known: {', '.join(sorted(known))})")
+    for section in ("training", "experiments"):
+        for owner, block in (config.get(section) or {}).items():
+            for scale, s in block.items():
+                named = {"recipe": s.get("recipe")} if isinstance(s, dict) else {}
+                named |= {f"recipes_by_dataset.{d}": r for d, r in ((s or {}).get("recipes_by_dataset") or {}).items()}
+                for key, name in named.items():
+                    if isinstance(name, str) and name not in known:
+                        lines.append(f"invalid config: key '{section}.{owner}.{scale}.{key}' = {name!r} names no "
+                                     f"recipe under `recipes:` (known: {', '.join(sorted(known))})")
     return lines
