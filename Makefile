@@ -35,10 +35,10 @@ smoke: install
 	$(BIN)/python -m pytest -v -m smoke
 
 docs: install
-	$(BIN)/python -m mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
 
 docs-serve: install
-	$(BIN)/python -m mkdocs serve
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs serve
 
 # The CPU experiments of the reference (reluinit.report.reference.EXPERIMENTS), all in one run.
 reference: install
