@@ -41,7 +41,7 @@ def absent_ids(root: str | Path) -> list[str]:
 
 
 def _cell(text) -> str:
-    """A value as one Markdown table cell."""
+    """A value as one line of Markdown."""
     text = "" if text is None or (isinstance(text, float) and pd.isna(text)) else str(text)
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -60,23 +60,25 @@ def _settings(root: Path, exp: str) -> list[str]:
 
 
 def _claims(card: pd.DataFrame, exp: str) -> list[str]:
+    """One line per claim judged on ``exp``'s table: its verdict, what the paper says and what was
+    measured, and why (the claim's ``why`` where the paper and we disagree, else its note)."""
     rows = card[card["table"] == exp]
     if rows.empty:
         return ["**Claims**: none read from this figure's table."]
     counts = rows["verdict"].value_counts()
-    out = [f"**Claims** ({', '.join(f'{n} {v}' for v, n in counts.items())}):", "",
-           "| claim | place | statement | the paper | measured | verdict | why |", "|---|---|---|---|---|---|---|"]
+    out = [f"**Claims** ({', '.join(f'{n} {v}' for v, n in counts.items())}):", ""]
     for _, r in rows.iterrows():
         why = r["why"] if isinstance(r["why"], str) and r["why"] else r["note"]
-        measured = "" if pd.isna(r["measured"]) else f"{r['measured']:.4g}"
-        out.append(f"| {r['claim']} | {_cell(r['place'])} | {_cell(r['statement'])} | {_cell(r['expected'])} | "
-                   f"{measured} | **{r['verdict']}** | {_cell(why)} |")
+        measured = "not measured" if pd.isna(r["measured"]) else f"measured {r['measured']:.4g}"
+        line = (f"- **{r['claim']}** ({_cell(r['place'])}), *{r['verdict']}*: {_cell(r['statement'])}. "
+                f"The paper: {_cell(r['expected'])}; {measured}.")
+        out.append(line + (f" Why: {_cell(why)}" if isinstance(why, str) and why else ""))
     return out
 
 
 def markdown(root: str | Path = "reference/paper", config: dict | None = None) -> str:
-    """The gallery's Markdown: the verdict counts, the ids the tree lacks with why, then one
-    section per figure, grouped by paper."""
+    """The gallery's Markdown: the verdict counts, one section per figure grouped by paper, then
+    the ids the tree lacks with why."""
     root = Path(root)
     config = config if config is not None else yaml.safe_load(Path("config.yaml").read_text())
     card = claims.read(str(root / "claims.csv"))
@@ -84,8 +86,7 @@ def markdown(root: str | Path = "reference/paper", config: dict | None = None) -
     shown = figure_ids(root)
     lines = ["## Verdicts", "",
              reference.verdict_block(card, runs, absent=False, reasons=False).split("\n", 2)[2].rsplit("\n", 2)[0],
-             "", "## Not in the reference, and why", ""]
-    lines += [f"- **{e}** ({catalogue.ENTRIES[e].place}): {reference.absent_why(e, config)}" for e in absent_ids(root)]
+             "", "Each figure below, by paper; then [the ids not in the reference, and why](#not-in-the-reference-and-why)."]
     for paper, title in PAPERS.items():
         ids = [e for e in shown if paper_of(e) == paper]
         if not ids:
@@ -101,6 +102,8 @@ def markdown(root: str | Path = "reference/paper", config: dict | None = None) -
                 lines += [f"**{entry.place}**: {entry.shows}", ""]
             lines += [f"![{exp}: {entry.shows if entry else exp}]({SITE_DIR}/figures/{exp}.png)", "",
                       *_settings(root, exp), "", *_claims(card, exp)]
+    lines += ["", "## Not in the reference, and why", ""]
+    lines += [f"- **{e}** ({catalogue.ENTRIES[e].place}): {reference.absent_why(e, config)}" for e in absent_ids(root)]
     return "\n".join(lines) + "\n"
 
 
