@@ -27,13 +27,14 @@ def on_files(files, config):
 
 
 def on_page_markdown(markdown, page, config, files):
-    if "<!-- gallery -->" in markdown:
+    if "<!-- gallery -->" in markdown:  # the marker's line (a note for readers of the source) becomes the gallery
         import yaml
 
         from reluinit.report import gallery
 
         config_yaml = yaml.safe_load((ROOT / "config.yaml").read_text())
-        markdown = markdown.replace("<!-- gallery -->", gallery.markdown(ROOT / "reference" / "paper", config_yaml))
+        line = next(line for line in markdown.splitlines() if "<!-- gallery -->" in line)
+        markdown = markdown.replace(line, gallery.markdown(ROOT / "reference" / "paper", config_yaml))
     if "<!-- verdicts -->" in markdown:
         import pandas as pd
 
