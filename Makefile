@@ -2,6 +2,8 @@
 #   make quick   install everything into .venv and build every target at the quick scale
 #   make test    install everything into .venv and run the test suite
 #   make smoke   run the paper scale's smoke subset (one job per experiment, model and dataset)
+#   make docs    build the documentation site into site/ (strict: a broken link or any warning fails)
+#   make docs-serve  serve it at http://127.0.0.1:8000, rebuilt as pages change
 #   make reference DATA_DIR=<folder with MNIST>  rerun the CPU reference at the paper scale into
 #                results/paper, then export and render it into reference/ (hours on 2 cores)
 PYTHON ?= python3
@@ -10,15 +12,15 @@ CORES ?= 2
 DATA_DIR ?= data
 BIN := $(VENV)/bin
 
-.PHONY: install quick test smoke reference clean
+.PHONY: install quick test smoke docs docs-serve reference clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
 
-# Reinstall when the package's requirements change.
+# Reinstall when the package's requirements change. The docs extra too: the suite builds the site.
 $(VENV)/.installed: pyproject.toml | $(BIN)/activate
 	$(BIN)/python -m pip install --upgrade pip
-	$(BIN)/python -m pip install -e ".[test]"
+	$(BIN)/python -m pip install -e ".[test,docs]"
 	touch $@
 
 install: $(VENV)/.installed
@@ -32,6 +34,12 @@ test: install
 smoke: install
 	$(BIN)/python -m pytest -v -m smoke
 
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
+
+docs-serve: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs serve
+
 # The CPU experiments of the reference (reluinit.report.reference.EXPERIMENTS), all in one run.
 reference: install
 	$(BIN)/snakemake $(shell $(BIN)/python -m reluinit.report.reference targets) --cores $(CORES) --keep-going \
@@ -41,4 +49,4 @@ reference: install
 	$(BIN)/python -m reluinit.report.reference render
 
 clean:
-	rm -rf results .snakemake report.html report.zip
+	rm -rf results .snakemake report.html report.zip site

@@ -128,7 +128,7 @@ def test_experiment_modules_stay_thin():
 
 
 def test_a_new_experiment_made_by_the_command_builds_and_keeps_the_catalogue_whole(tmp_path):
-    """README, "Adding an experiment": ``python -m reluinit.pipeline.new X-F2 --paper X`` writes every
+    """docs/adding-an-experiment.md: ``python -m reluinit.pipeline.new X-F2 --paper X`` writes every
     file a new id needs; in that copy `snakemake x_f2` builds its table and figure, and the tests
     that keep the catalogue, config, schema, notebooks, CATALOGUE.md and README in step pass."""
     import subprocess

@@ -83,7 +83,7 @@ def test_a_claim_sees_only_the_columns_it_declares():
 @pytest.mark.parametrize("measure", ["__import__('os').getcwd()", "t.__class__.__bases__",
                                      "(lambda: 0).__globals__", "open('/etc/passwd').read()"])
 def test_a_claim_runs_no_arbitrary_code(measure, tmp_path):
-    """The README invites users to add claims: a measure gets the table, np, pd, the helpers and
+    """The documentation invites users to add claims: a measure gets the table, np, pd, the helpers and
     plain builtins, nothing that imports, opens files or climbs to the interpreter."""
     with pytest.raises((ValueError, NameError)) as err:
         claims.measure(_claim(measure=measure), TABLE)

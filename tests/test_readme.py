@@ -1,5 +1,7 @@
-"""Every `snakemake` command the README's "Running it yourself" section shows works: each is
-dry-run (`-n`) on a fresh copy of the workflow, with no results, and must plan without error."""
+"""Every `snakemake` command the README and the documentation's pages (docs/) show works: each is
+dry-run (`-n`) on a fresh copy of the workflow, with no results, and must plan without error.
+Those of "Adding an experiment" need the files `reluinit.pipeline.new` writes first:
+tests/test_catalogue.py runs that command and builds the new id's figure."""
 
 import re
 import shlex
@@ -12,13 +14,21 @@ from conftest import ROOT, copy_workflow, snakemake
 pytestmark = pytest.mark.workflow
 
 
+# Pages whose commands another test runs (see above).
+RUN_ELSEWHERE = {"adding-an-experiment.md"}
+
+
 def readme_commands(text: str) -> list[str]:
-    """The `snakemake` lines of the bash blocks of section "Running it yourself" (to the next
-    level-2 heading), without their comments."""
-    section = text.split("\n## Running it yourself", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
+    """The `snakemake` lines of a page's bash blocks, without their comments."""
+    blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
     lines = [line.split(" #", 1)[0].strip() for block in blocks for line in block.splitlines()]
     return [line for line in lines if line.startswith("snakemake ")]
+
+
+def shown_commands() -> dict[str, list[str]]:
+    """Every page a user reads (the README, docs/**/*.md) and the `snakemake` commands it shows."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    return {str(p.relative_to(ROOT)): readme_commands(p.read_text()) for p in pages if p.name not in RUN_ELSEWHERE}
 
 
 def dry(command: str) -> list[str]:
@@ -29,8 +39,10 @@ def dry(command: str) -> list[str]:
 
 
 def test_every_readme_command_plans_on_a_fresh_copy(tmp_path):
-    commands = readme_commands((ROOT / "README.md").read_text())
+    shown = shown_commands()
+    commands = list(dict.fromkeys(c for page in shown.values() for c in page))  # each once
     assert len(commands) >= 8 and any("--forcerun" in c for c in commands)
+    assert len(shown["docs/running.md"]) >= 6 and shown["README.md"], "the commands moved: read them where they are"
 
     def plan(i_command):
         i, command = i_command
@@ -40,6 +52,11 @@ def test_every_readme_command_plans_on_a_fresh_copy(tmp_path):
         for command, run in pool.map(plan, enumerate(commands)):
             assert run.returncode == 0, f"{command}\n{run.stdout[-2000:]}{run.stderr[-2000:]}"
             assert "This was a dry-run" in run.stdout + run.stderr, command
+
+
+def test_commands_are_read_from_every_bash_block():
+    page = "```bash\nsnakemake a --cores 1   # one\nmake quick\n```\ntext `snakemake b`\n```bash\nsnakemake c -n\n```\n"
+    assert readme_commands(page) == ["snakemake a --cores 1", "snakemake c -n"]
 
 
 def test_dry_keeps_targets_before_config():

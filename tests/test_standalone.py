@@ -131,3 +131,14 @@ def test_license_and_citation_name_the_five_papers(clone):
         assert title in titles, f"CITATION.cff lacks {paper}: {catalogue.PAPERS[paper]}"
         assert titles[title]["url"] == catalogue.REFERENCES[paper]["url"]
         assert titles[title]["authors"] and titles[title]["year"]
+
+
+def test_no_documentation_page_points_outside_the_repository(clone):
+    """The site's pages (docs/): the strict build (tests/test_docs.py) checks that their links
+    resolve inside the site; here, that none names ``../shared`` or a path climbing out of the clone."""
+    pages = sorted((clone / "docs").rglob("*.md"))
+    assert len(pages) >= 15
+    bad = [f"{p.relative_to(clone)}: {found}" for p in pages for found in
+           (["../shared"] if "../shared" in p.read_text() else [])
+           + [c for c in CLIMBING_PATH.findall(p.read_text()) if not (p.parent / c).resolve().is_relative_to(clone.resolve())]]
+    assert not bad, bad

@@ -115,7 +115,7 @@ def grasp_scores(model: nn.Module, x: torch.Tensor | None = None, y: torch.Tenso
     """theta * Hg (GraSP keeps the largest of these, i.e. removes the largest -theta * Hg), g and H
     of the cross-entropy on logits / ``temperature``, or of ``loss_fn(weights)`` when given."""
     # In the default (NCHW) layout: batch norm's double backward, most of GraSP's time, is about
-    # 1.3x slower on channels-last tensors on a CPU (README, RP). A net already in NCHW (as RP's
+    # 1.3x slower on channels-last tensors on a CPU (docs/performance.md). A net already in NCHW (as RP's
     # jobs prune) gets the same scores as before.
     weights = {n: w.detach().contiguous().requires_grad_(True) for n, w in prunable(model).items()}
     x = x.contiguous() if x is not None else None

@@ -1,7 +1,7 @@
 """The catalogue's experiments: one module per paper (and one per paper's trained nets), each a set of
 plain functions that ``reluinit.pipeline.catalogue`` names. This package only wires the library: an
 experiment turns its settings (one scale's block of ``config.yaml``) into tidy tables and figures
-through four functions (README, "Adding an experiment"):
+through four functions (docs/adding-an-experiment.md):
 
 * ``parts(settings) -> {key: kwargs}``: independent jobs (one Snakemake job each),
 * ``measure(settings, key, device, inputs) -> DataFrame``: one job's rows, one row per

@@ -1,7 +1,7 @@
 """RP: robust pruning at initialization, the experiments without long training: where SBP puts
 the weights it keeps (RP-F1, RP-F2/F4) and when a layer is emptied (RP-Th1, RP-T7).
 
-Choices the paper leaves open (also in the README):
+Choices the paper leaves open (also in docs/papers/rp.md):
 * SBP (SNIP) scores come from one class-balanced batch of 10 training images per class.
 * RP-F1 and RP-Th1 use tanh FFNNs on MNIST: the EOC point is solved from sigma_b = 0.2 (the
   authors' tanh point), the chaotic point is sigma_w = 3 at the same sigma_b, and the ordered

@@ -10,7 +10,7 @@ Methods (the papers' names): ``random``, ``mbp`` (magnitude), ``snip``, ``grasp`
 ``sbp_sr`` and ``grasp_sr`` are SNIP and GraSP on the Stable ResNet (RP: "SBP with Stable Resnet";
 ResNets need no rescaling, Proposition 3); ``eoc_rescaling`` is SNIP at the EOC followed by the
 rescaling trick; ``dense`` trains without pruning. OBD is not implemented (it needs the Hessian
-diagonal of the whole net). Choices the paper leaves open are in the README.
+diagonal of the whole net). Choices the paper leaves open are in docs/papers/rp.md.
 """
 
 from __future__ import annotations

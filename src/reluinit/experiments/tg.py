@@ -1,6 +1,6 @@
 """TG: trajectory growth in sparse random ReLU nets (TG-F1 to TG-F5); EP-F3 shares TG-F1's projection.
 
-Choices the paper leaves open (also in the README):
+Choices the paper leaves open (also in docs/papers/tg.md):
 * MNIST points are indexed from 0: TG's "101st and 1001st" test points are indices 100 and 1000.
   "Normalised" points (TG and EP alike): pixels in [0, 1], then every point scaled to norm
   sqrt(n_0), i.e. unit root-mean-square coordinate, the input scale for which N(0, sigma_w^2/k)

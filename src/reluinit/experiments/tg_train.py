@@ -8,7 +8,7 @@ different classes) go through every trained net and through the same net before 
 "random Gaussian networks of the same architecture", the black curves). Table: one row per
 (run, line, trained).
 
-Choices the paper leaves open (also in the README):
+Choices the paper leaves open (also in docs/papers/tg.md):
 * Training stops at the first epoch whose test accuracy is >= ``target_acc`` ("trained to test
   accuracy of greater than 95%"; ``fit``'s ``stop_when``); a step schedule keeps the milestones of
   the recipe's full length. Runs that never reach

@@ -4,7 +4,7 @@ place in the paper, what it shows, and the module and functions that compute and
 This is the one place an id is wired to code: each ``Entry`` names its module and each role's
 function (``parts``, ``measure``, ``figure``, ``summary``, and ``masks`` where it prunes), and
 ``get("TG-F2")`` imports ``reluinit.experiments.tg`` and returns its ``f2_parts`` and ``f2_measure``,
-with ``f2_figure`` and ``f2_summary`` from ``reluinit.figures.tg`` (README, "Adding an experiment").
+with ``f2_figure`` and ``f2_summary`` from ``reluinit.figures.tg`` (docs/adding-an-experiment.md).
 Nothing registers itself on import, and the library never imports the experiments: only ``get``
 reaches them, by name.
 

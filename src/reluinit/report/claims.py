@@ -208,7 +208,7 @@ SAFE_BUILTINS = {name: getattr(builtins, name) for name in (
 
 def check_measure(claim_id: str, expression: str) -> None:
     """Refuse a measure that is not one expression, or that names a dunder (``__import__``,
-    ``__class__``) or a private attribute: the README invites users to add claims, and a claim
+    ``__class__``) or a private attribute: the documentation invites users to add claims, and a claim
     evaluates with ``SAFE_BUILTINS`` and the helpers alone."""
     try:
         tree = ast.parse(expression, mode="eval")
@@ -388,8 +388,8 @@ def _data_note(results: Path) -> list[str]:
     if not data:
         return []
     return [f"<p><b>Data:</b> some tables were made with data other than a dataset's official splits: "
-            f"{escape('; '.join(data))} (each table's <code>dataset</code> column says which; the README's "
-            f"'Datasets' and the reference's README say what it changes).</p>"]
+            f"{escape('; '.join(data))} (each table's <code>dataset</code> column says which; the documentation's "
+            f"'Running it yourself' page and the reference's README say what it changes).</p>"]
 
 
 def page(card: pd.DataFrame, path: str | Path, scale: str, claims: list[Claim] = (),

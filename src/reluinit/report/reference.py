@@ -13,7 +13,8 @@ unchanged file), its figure as PNG with the settings record beside it, and ``run
 summed job seconds and the code commit of each experiment. ``render`` then judges every claim on
 the tree (``claims.csv``, ``claims/<PAPER>.csv``, ``reports/scorecard.html``), executes every
 paper's notebook on it (``reports/<PAPER>.html``), and writes ``reference/README.md`` and the
-README's verdict table. ``ORACLE`` lists the cheap cells ``tests/test_reference.py`` recomputes
+README's verdict table (the documentation's gallery, ``reluinit.report.gallery``, reads the tree
+when the site is built). ``ORACLE`` lists the cheap cells ``tests/test_reference.py`` recomputes
 at the paper scale and requires to equal the committed tables, so a change that alters a
 paper-scale number fails until the reference is regenerated on purpose.
 """
@@ -350,14 +351,15 @@ def render(root: str | Path, claims_file: str = "claims.yaml", notebooks: bool =
     if readme:
         text = Path(readme).read_text()
         start, stop = text.index(BEGIN), text.index(END) + len(END)
-        Path(readme).write_text(text[:start] + verdict_block(card, runs) + text[stop:])
+        Path(readme).write_text(text[:start] + verdict_block(card, runs, reasons=False) + text[stop:])
     return card
 
 
-def verdict_block(card: pd.DataFrame, runs: pd.DataFrame, absent: bool = False) -> str:
-    """The README's block: verdict counts per paper at the paper scale, and one line per claim
-    not reproduced with its reason (the claim's ``why``); with ``absent``, one line per catalogue
-    id the tree lacks, with why (``absent_why``)."""
+def verdict_block(card: pd.DataFrame, runs: pd.DataFrame, absent: bool = False, reasons: bool = True) -> str:
+    """Verdict counts per paper at the paper scale, and (``reasons``) one line per claim not
+    reproduced with its reason (the claim's ``why``); with ``absent``, one line per catalogue id the
+    tree lacks, with why (``absent_why``). The README shows the counts alone (``reasons=False``);
+    reference/README.md and the documentation's gallery show everything."""
     counts = claims.summary(card)
     done = runs[runs["status"] == "done"].groupby(runs["experiment"].map(paper_of)).size()
     lines = [BEGIN, "", "| paper | reproduced | not reproduced | not run | experiments in the reference |",
@@ -373,6 +375,8 @@ def verdict_block(card: pd.DataFrame, runs: pd.DataFrame, absent: bool = False) 
         config = yaml.safe_load(Path("config.yaml").read_text())
         lines += ["", "Catalogue ids not in the reference, and why:", ""]
         lines += [f"- **{e}**: {absent_why(e, config)}" for e in lacking]
+    if not reasons:
+        return "\n".join(lines + ["", END])
     lines += ["", "Not reproduced at the paper scale, and why:", ""]
     for _, row in card[card["verdict"] == claims.NOT_REPRODUCED].iterrows():
         lines.append(f"- **{row['claim']}** ({row['table']}): measured {_num(row['measured'])}, the paper "

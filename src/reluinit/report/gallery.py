@@ -1,0 +1,117 @@
+"""The reference gallery of the documentation site (``docs/gallery.md``), written from the
+committed paper-scale tree by code, so that it cannot drift from it: every figure of
+``reference/paper/figures/`` with its catalogue id, what the paper shows, the settings it was built
+with (its ``figures/<ID>.json``) and its claims' verdicts with their reasons; and every catalogue id
+the tree lacks, with why (``reference.absent_why``).
+
+    python -m reluinit.report.gallery [--root reference/paper]    (prints the page's Markdown)
+
+The site's build calls ``markdown`` from ``docs/hooks.py``; ``tests/test_docs.py`` requires the
+built page to show every figure and every absent id with its reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from ..pipeline import catalogue
+from ..pipeline.catalogue import PAPERS, paper_of
+from . import claims, reference
+
+# Where the site serves the reference's files (docs/hooks.py copies them there), relative to the
+# documentation's root: the gallery page links its images and the notebooks from here.
+SITE_DIR = "reference/paper"
+
+
+def figure_ids(root: str | Path) -> list[str]:
+    """The catalogue ids whose figure (``figures/<ID>.png``) the tree holds, in catalogue order."""
+    have = {p.stem for p in Path(root, "figures").glob("*.png")}
+    return [e for e in catalogue.ENTRIES if e in have] + sorted(have - set(catalogue.ENTRIES))
+
+
+def absent_ids(root: str | Path) -> list[str]:
+    """The catalogue ids without a figure in the tree, in catalogue order."""
+    have = set(figure_ids(root))
+    return [e for e in catalogue.ENTRIES if e not in have]
+
+
+def _cell(text) -> str:
+    """A value as one line of Markdown."""
+    text = "" if text is None or (isinstance(text, float) and pd.isna(text)) else str(text)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _value(v) -> str:
+    return json.dumps(v) if isinstance(v, (list, dict)) else str(v)
+
+
+def _settings(root: Path, exp: str) -> list[str]:
+    path = root / "figures" / f"{exp}.json"
+    if not path.exists():
+        return ["*No settings record.*"]
+    record = json.loads(path.read_text())
+    pairs = ", ".join(f"`{k}: {_value(v)}`" for k, v in record.get("settings", {}).items())
+    return [f"**Settings** (scale {record.get('scale', '?')}, from `figures/{exp}.json`): {pairs}"]
+
+
+def _claims(card: pd.DataFrame, exp: str) -> list[str]:
+    """One line per claim judged on ``exp``'s table: its verdict, what the paper says and what was
+    measured, and why (the claim's ``why`` where the paper and we disagree, else its note)."""
+    rows = card[card["table"] == exp]
+    if rows.empty:
+        return ["**Claims**: none read from this figure's table."]
+    counts = rows["verdict"].value_counts()
+    out = [f"**Claims** ({', '.join(f'{n} {v}' for v, n in counts.items())}):", ""]
+    for _, r in rows.iterrows():
+        why = r["why"] if isinstance(r["why"], str) and r["why"] else r["note"]
+        measured = "not measured" if pd.isna(r["measured"]) else f"measured {r['measured']:.4g}"
+        line = (f"- **{r['claim']}** ({_cell(r['place'])}), *{r['verdict']}*: {_cell(r['statement'])}. "
+                f"The paper: {_cell(r['expected'])}; {measured}.")
+        out.append(line + (f" Why: {_cell(why)}" if isinstance(why, str) and why else ""))
+    return out
+
+
+def markdown(root: str | Path = "reference/paper", config: dict | None = None) -> str:
+    """The gallery's Markdown: the verdict counts, one section per figure grouped by paper, then
+    the ids the tree lacks with why."""
+    root = Path(root)
+    config = config if config is not None else yaml.safe_load(Path("config.yaml").read_text())
+    card = claims.read(str(root / "claims.csv"))
+    runs = pd.read_csv(root / "runs.csv", dtype=reference.TEXT)
+    shown = figure_ids(root)
+    lines = ["## Verdicts", "",
+             reference.verdict_block(card, runs, absent=False, reasons=False).split("\n", 2)[2].rsplit("\n", 2)[0],
+             "", "Each figure below, by paper; then [the ids not in the reference, and why](#not-in-the-reference-and-why)."]
+    for paper, title in PAPERS.items():
+        ids = [e for e in shown if paper_of(e) == paper]
+        if not ids:
+            continue
+        notebook = f"{SITE_DIR}/reports/{paper}.html"
+        lines += ["", f"## {paper}: {title}", "",
+                  f"Figures: {', '.join(f'[{e}](#{e.lower()})' for e in ids)}. "
+                  f"The executed notebook: [{paper}.html]({notebook})."]
+        for exp in ids:
+            entry = catalogue.ENTRIES.get(exp)
+            lines += ["", f"### {exp}", ""]
+            if entry:
+                lines += [f"**{entry.place}**: {entry.shows}", ""]
+            lines += [f"![{exp}: {entry.shows if entry else exp}]({SITE_DIR}/figures/{exp}.png)", "",
+                      *_settings(root, exp), "", *_claims(card, exp)]
+    lines += ["", "## Not in the reference, and why", ""]
+    lines += [f"- **{e}** ({catalogue.ENTRIES[e].place}): {reference.absent_why(e, config)}" for e in absent_ids(root)]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", default="reference/paper")
+    print(markdown(parser.parse_args().root), end="")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""The documentation: the site (mkdocs.yml, docs/) builds in strict mode, so a broken link, a page
+missing from the navigation or any warning fails here; its gallery shows every figure of the
+committed reference and every catalogue id the reference lacks, with why; the README stays short;
+one version is shared by the package, CITATION.cff and CHANGELOG.md; the troubleshooting page
+names every error message the tests check."""
+
+import html
+import os
+import re
+import subprocess
+import sys
+import time
+import tomllib
+from importlib import metadata
+
+import pytest
+import yaml
+
+from conftest import ROOT
+from reluinit.pipeline import catalogue
+from reluinit.report import gallery, reference
+
+REF = ROOT / "reference" / "paper"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    out = tmp_path_factory.mktemp("site")
+    start = time.monotonic()
+    run = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    seconds = time.monotonic() - start
+    assert run.returncode == 0, f"the strict docs build failed:\n{run.stdout[-3000:]}{run.stderr[-5000:]}"
+    assert seconds < 120, f"the strict docs build took {seconds:.0f} s"
+    return out
+
+
+def test_the_strict_build_writes_every_page(site):
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]
+
+    def pages(items):
+        for item in items:
+            for value in (item.values() if isinstance(item, dict) else [item]):
+                yield from (pages(value) if isinstance(value, list) else [value])
+
+    for page in pages(nav):
+        built = site / page.replace(".md", ".html")  # use_directory_urls: false
+        assert built.exists(), f"{page} was not built"
+    # the reference's notebooks and scorecard are served beside the pages that link them
+    for paper in catalogue.PAPERS:
+        assert (site / "reference" / "paper" / "reports" / f"{paper}.html").exists()
+    assert (site / "reference" / "paper" / "reports" / "scorecard.html").exists()
+
+
+def test_the_gallery_shows_every_reference_figure_and_every_absent_id(site):
+    page = (site / "gallery.html").read_text()
+    text = html.unescape(re.sub(r"<[^>]+>", "", page))
+    figures = sorted(p.stem for p in (REF / "figures").glob("*.png"))
+    assert len(figures) >= 30
+    shown = set(re.findall(r'<img[^>]+src="reference/paper/figures/([^"/]+)\.png"', page))
+    assert shown == set(figures), f"missing {set(figures) - shown}, extra {shown - set(figures)}"
+    for exp in figures:
+        assert (site / "reference" / "paper" / "figures" / f"{exp}.png").exists(), exp
+        settings = yaml.safe_load((REF / "figures" / f"{exp}.json").read_text())["settings"]
+        assert f"{exp}.json" in text and all(f"{k}: " in text for k in settings), exp
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    absent = [e for e in catalogue.ENTRIES if e not in figures]
+    assert absent == gallery.absent_ids(REF) and absent
+    for exp in absent:
+        assert f"{exp} ({catalogue.ENTRIES[exp].place}): {reference.absent_why(exp, config)}" in text, exp
+    # every claim judged on a shown figure's table is there with its verdict, and each one not
+    # reproduced with its reason
+    card = gallery.claims.read(str(REF / "claims.csv"))
+    for _, row in card[card["table"].isin(figures)].iterrows():
+        assert re.search(rf"\b{re.escape(row['claim'])}\b", text), row["claim"]
+        if row["verdict"] == "not reproduced":
+            assert row["why"][:80] in text, row["claim"]
+
+
+def test_the_gallery_follows_the_tree(tmp_path):
+    """It is generated from the tree, not written by hand: a figure removed from a copy of the
+    tree moves to the absent list."""
+    import shutil
+
+    copy = tmp_path / "paper"
+    shutil.copytree(REF / "figures", copy / "figures")
+    for name in ("claims.csv", "runs.csv"):
+        shutil.copy(REF / name, copy / name)
+    (copy / "figures" / "OP-F2.png").unlink()
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    text = gallery.markdown(copy, config)
+    assert "figures/OP-F2.png" not in text and "- **OP-F2** (" in text and "figures/OP-F1.png" in text
+
+
+def test_the_readme_is_short_and_links_into_the_docs():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    for page in ("getting-started", "running", "results", "cluster", "gallery", "troubleshooting", "api/index"):
+        assert f"(docs/{page}.md)" in readme, page
+    assert "(CHANGELOG.md)" in readme and "reference/paper/figures/" in readme
+
+
+def test_one_version_for_package_citation_and_changelog():
+    import reluinit
+
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    newest = re.search(r"^## (\S+)", (ROOT / "CHANGELOG.md").read_text(), re.M).group(1)
+    assert reluinit.__version__ == str(cff["version"]) == newest
+    assert metadata.version("reluinit") == reluinit.__version__  # pyproject reads it (dynamic)
+    assert "version" in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dynamic"]
+
+
+# The error messages the tests check (tests/test_errors.py, test_config.py, test_damage.py,
+# test_integrity.py, test_datasets.py, test_claims.py), each of which the troubleshooting page
+# must quote with its fix.
+MESSAGES = [
+    "is a catalogue id, not a target",
+    "`sbatch` is not on the PATH",
+    "The SLURM controller does not answer",
+    "torch sees no CUDA device",
+    "names no recipe under `recipes:`",
+    "invalid config: key",
+    "missing key",
+    "unknown experiment id",
+    "which Snakemake merges over config.yaml",
+    "could not download",
+    "is not available here",
+    "which needs no download",
+    "then rerun",
+    "is damaged (",
+    "delete it and fetch",
+    "the same size as written but other bytes. Rebuild it with",
+    "moved to",
+    "has MD5",
+    "its measure uses",
+    "unknown pruning method",
+    "unknown init",
+    "no integer C gives a discrete set",
+    "starting afresh",
+    "ImageNet (RP-T8, optional) does not fit in device memory",
+]
+
+
+def test_troubleshooting_quotes_every_message_the_tests_check():
+    page = (ROOT / "docs" / "troubleshooting.md").read_text()
+    missing = [m for m in MESSAGES if m not in page]
+    assert not missing, f"docs/troubleshooting.md lacks {missing}"
