@@ -260,8 +260,14 @@ class SynFlow(Pruner):
 
 
 def prune(model: nn.Module, method: str, density: float, **kw) -> Masks:
-    """Masks of ``method`` (a name in ``PRUNERS``) at ``density`` (the fraction of weights kept):
-    ``prune_with_s_cr`` without the critical sparsity."""
+    """Masks of ``method`` (a name in ``PRUNERS``: snip, grasp, synflow, magnitude, random, ...) at
+    ``density`` (the fraction of weights kept) for any model whose prunable layers are ``Conv2d``
+    and ``Linear``: ``prune_with_s_cr`` without the critical sparsity. Batch norms stay as they are.
+
+        >>> model = torchvision.models.resnet18(num_classes=10)  # doctest: +SKIP
+        >>> masks = prune(model, "snip", 0.1, x=images, y=labels)  # doctest: +SKIP
+        >>> apply_masks(rescale(model, masks), masks)  # doctest: +SKIP
+    """
     return prune_with_s_cr(model, method, density, **kw)[0]
 
 
@@ -311,6 +317,11 @@ class _Mask(nn.Module):
 
 
 def apply_masks(model: nn.Module, masks: Masks) -> nn.Module:
+    """Zero the pruned weights of ``model`` in place and keep them zero through training (a weight
+    parametrization, so an optimizer step, momentum and weight decay included, cannot revive them).
+
+        >>> apply_masks(model, prune(model, "synflow", 0.05, in_shape=(3, 32, 32)))  # doctest: +SKIP
+    """
     modules = dict(model.named_modules())
     for name, mask in masks.items():
         module = modules[name.rsplit(".", 1)[0]]
