@@ -356,11 +356,10 @@ def regions_on_line(model, x0, x1, t_min: float = -math.inf, t_max: float = math
     new[1:] = (line[1:] != line[:-1]) | (pattern[1:] != pattern[:-1]).any(axis=1)
     starts = np.flatnonzero(new)
     ends = np.append(starts[1:], len(t0)) - 1
-    result = []
-    for i in range(len(x0)):
-        mine = line[starts] == i
-        s, e = starts[mine], ends[mine]
-        result.append(LineRegions(t0[s[1:]], np.stack([t0[s], t1[e]], axis=1), pattern[s]))
+    bounds = np.searchsorted(line[starts], np.arange(len(x0) + 1))  # intervals come line by line
+    lo, hi = t0[starts], t1[ends]
+    result = [LineRegions(lo[a + 1:b], np.stack([lo[a:b], hi[a:b]], axis=1), pattern[starts[a:b]])
+              for a, b in zip(bounds[:-1], bounds[1:])]
     return result[0] if one else result
 
 

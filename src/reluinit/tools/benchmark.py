@@ -199,7 +199,7 @@ def regioncam_faces(net, half_side: float) -> list[int]:
 def regions(a) -> None:
     import numpy as np
 
-    from ..nets import sample_mlp
+    from ..nets import as_mlp, sample_mlp
     from ..regions import plane_partition, plane_regions, regions_on_line, split_lines
 
     try:
@@ -212,12 +212,14 @@ def regions(a) -> None:
     for width in a.widths:
         net = sample_mlp([2] + [width] * a.depth + [1], "he", readout=True, bias_std=1.0, seed=0,
                          dtype=torch.float64).to(device)
-        ours = _best(lambda: plane_regions(net, np.zeros(2), np.eye(2)[0], np.eye(2)[1], 2.0), a.repeats)
         n = len(plane_regions(net, np.zeros(2), np.eye(2)[0], np.eye(2)[1], 2.0)[-1])
         user = _sequential(net)  # the same net as a user's nn.Sequential, through the public entry point
-        public = _best(lambda: plane_partition(user, np.zeros(2), np.eye(2)[0], np.eye(2)[1], 2.0), a.repeats)
+        ours, public, convert = _best_of(
+            lambda: plane_regions(net, np.zeros(2), np.eye(2)[0], np.eye(2)[1], 2.0),
+            lambda: plane_partition(user, np.zeros(2), np.eye(2)[0], np.eye(2)[1], 2.0),
+            lambda: as_mlp(user), repeats=a.repeats)
         line = (f"plane, depth {a.depth} width {width:4d}: {n:7,} regions in {ours:8.4f} s"
-                f"   public plane_partition {public:8.4f} s ({public / ours - 1:+.1%})")
+                f"   public plane_partition {public:8.4f} s ({public / ours - 1:+.1%}; as_mlp {convert / ours:.2%})")
         if regioncam is not None:
             theirs = _best(lambda: regioncam_faces(net, 2.0), a.repeats)
             line += f"   Regioncam {regioncam_faces(net, 2.0)[-1]:7,} in {theirs:8.4f} s   ({ours / theirs:.1f}x as long)"
@@ -225,10 +227,10 @@ def regions(a) -> None:
     net = sample_mlp([784, 64, 64, 64], "he", bias_std=1.0, seed=0, dtype=torch.float64).to(device)
     gen = torch.Generator().manual_seed(1)
     x0, x1 = (torch.randn(a.lines, 784, generator=gen, dtype=torch.float64).to(device) for _ in range(2))
-    ours = _best(lambda: split_lines(net, x0, x1), a.repeats)
     n = len(split_lines(net, x0, x1).t0)
     user = _sequential(net)
-    public = _best(lambda: regions_on_line(user, x0, x1, 0.0, 1.0), a.repeats)
+    ours, public = _best_of(lambda: split_lines(net, x0, x1), lambda: regions_on_line(user, x0, x1, 0.0, 1.0),
+                            repeats=a.repeats)
     line = (f"{a.lines} lines, 784-64-64-64: {n:7,} intervals in {ours:8.4f} s (batched)"
             f"   public regions_on_line {public:8.4f} s ({public / ours - 1:+.1%})")
     if regioncam is not None:
@@ -263,14 +265,22 @@ def _sequential(net):
 
 
 def _best(fn, repeats: int) -> float:
-    fn()  # warm-up
-    best = float("inf")
+    return _best_of(fn, repeats=repeats)[0]
+
+
+def _best_of(*fns, repeats: int) -> list[float]:
+    """The best time of each of ``fns``, run in turn ``repeats`` times (interleaved, so that a
+    machine's slow spell weighs on each alike)."""
+    for fn in fns:
+        fn()  # warm-up
+    best = [float("inf")] * len(fns)
     for _ in range(repeats):
-        _sync()
-        t0 = time.perf_counter()
-        fn()
-        _sync()
-        best = min(best, time.perf_counter() - t0)
+        for i, fn in enumerate(fns):
+            _sync()
+            t0 = time.perf_counter()
+            fn()
+            _sync()
+            best[i] = min(best[i], time.perf_counter() - t0)
     return best
 
 
