@@ -94,7 +94,7 @@ def test_paper_scale_dry_run_lists_the_catalogue_jobs(workdir):
     assert "RP-T8" not in out  # optional: configured, not in `all`, but complete: its own dry run plans
     t8 = snakemake("rp_t8", "-n", "--cores", "2", cwd=workdir)
     assert t8.returncode == 0, t8.stderr[-2000:]
-    assert "fetch_imagenet" in t8.stdout and "RP-T8/resnet50_imagenet-sbp_sr-sparsity0.85-rep0.csv" in t8.stdout
+    assert "data/fetched/imagenet.json" in t8.stdout and "RP-T8/resnet50_imagenet-sbp_sr-sparsity0.85-rep0.csv" in t8.stdout
     assert sum(f"results/paper/OP/OP-F{i}/" in line for line in out.splitlines() for i in (1, 2, 3)) >= 8 + 1 + 3
     # Each job's message states its sizes: 2000 samples in R^500, 10 layers (20 for OP-F3).
     f1 = re.search(r"OP-F1 \[he_fan_out-w4060\] at the paper scale.*", out).group(0)
@@ -115,7 +115,7 @@ def test_pruning_is_a_rule_between_the_data_and_training(workdir):
         assert run.returncode == 0, run.stderr[-2000:]
         nodes = dict(re.findall(r'(\d+)\[label = "(\w+)"', run.stdout))
         edges = {(nodes[a], nodes[b]) for a, b in re.findall(r"^\s*(\d+) -> (\d+)$", run.stdout, re.M)}
-        assert {("fetch_torchvision", "prune"), ("prune", after), (after, f"figure_{target}")} <= edges, edges
+        assert {("fetch_dataset", "prune"), ("prune", after), (after, f"figure_{target}")} <= edges, edges
 
 
 def test_slurm_profile_dry_run(workdir):

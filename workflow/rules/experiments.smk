@@ -1,6 +1,9 @@
 # Every catalogue experiment goes the same way: its jobs (parts) measure and write rows (or
 # train and write rows), and the figure job combines the rows into one tidy table and plots it. The science is in
-# reluinit.experiments.<paper>; these rules only move files.
+# reluinit.experiments.<paper>; these rules only move files. Each rule's script is named after it,
+# workflow/scripts/<rule>.py (a rule made per id or paper after its family: figure_<id> runs
+# figure.py, measure_<paper> measure_paper.py, figures_<paper> figures_paper.py); the scale's
+# `batching` (batching.smk) decides which of the measuring and figure rules run.
 
 
 wildcard_constraints:
@@ -115,7 +118,7 @@ for _name, _exps in MEASURE_GROUPS.items():
         conda:
             "../../envs/science.yaml"
         script:
-            "../scripts/measure.py"
+            "../scripts/measure_paper.py"
 
 
 # Training runs of an experiment: same outputs as `measure`, on a GPU on a cluster. Each run keeps
@@ -154,7 +157,7 @@ rule train_part:
     conda:
         "../../envs/science.yaml"
     script:
-        "../scripts/measure.py"
+        "../scripts/train_part.py"
 
 
 # The parts of an experiment (or of its source) become its tidy table and its figure in one
@@ -249,7 +252,7 @@ for _name, _exps in FIGURE_JOBS.items():
         conda:
             "../../envs/plotting.yaml"
         script:
-            "../scripts/figure.py"
+            "../scripts/figures_paper.py"
 
 
 # One short target per catalogue id: `snakemake op_f1` builds results/figures/OP-F1.{pdf,png}.

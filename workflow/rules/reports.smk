@@ -28,7 +28,7 @@ rule notebook:
     conda:
         "../../envs/reports.yaml"
     script:
-        "../scripts/execute_notebook.py"
+        "../scripts/notebook.py"
 
 
 # Every claim of claims.yaml judged against the tables of this run: per paper (what its notebook
@@ -49,7 +49,7 @@ rule claims:
     conda:
         "../../envs/reports.yaml"
     script:
-        "../scripts/scorecard.py"
+        "../scripts/claims.py"
 
 
 rule scorecard:
