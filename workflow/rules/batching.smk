@@ -1,8 +1,6 @@
-# How the scale's jobs are cut: the config's `batching` (one value per scale, described once, in
-# workflow/schemas/config.schema.yaml). `part`: a `measure` (or `train_part`) job per part and a
-# figure_<id> job per figure. `paper` (the quick scale): a paper's experiments of random nets are
-# measured by one measure_<paper> job and drawn by one figures_<paper> job, and `measure` runs every
-# other experiment's parts in one job. reluinit.pipeline.plan decides; the rules read these.
+# How the scale's jobs are cut, by the config's `batching` (`part` or `paper` per scale; what each
+# does is described in one place, the `batching` key of workflow/schemas/config.schema.yaml).
+# reluinit.pipeline.plan decides; the measuring and figure rules read what it decided from here.
 
 
 @functools.cache
