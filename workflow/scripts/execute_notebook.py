@@ -1,5 +1,5 @@
-"""Rule `notebook`: execute a paper's notebook on this run's results and export it as HTML without
-code cells (reluinit.report.reports.execute: papermill and nbconvert in this one process)."""
+"""Execute a paper's notebook on this run's results and export it as HTML without code cells
+(reluinit.report.reports.execute: papermill and nbconvert in this one process)."""
 
 from reluinit.pipeline import jobs
 from reluinit.report import reports
