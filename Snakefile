@@ -9,7 +9,15 @@ configfile: "config.yaml"
 report: "workflow/report/workflow.rst"
 
 
+# Helpers, one file per concern (common.smk says which), then the rules, one file per stage; each
+# rule's script is workflow/scripts/<rule>.py.
 include: "workflow/rules/common.smk"
+include: "workflow/rules/paths.smk"
+include: "workflow/rules/inputs.smk"
+include: "workflow/rules/fingerprints.smk"
+include: "workflow/rules/resources.smk"
+include: "workflow/rules/batching.smk"
+include: "workflow/rules/checks.smk"
 include: "workflow/rules/datasets.smk"
 include: "workflow/rules/training.smk"
 include: "workflow/rules/experiments.smk"

@@ -112,7 +112,7 @@ def test_workflow_runs_through_slurm_and_matches_a_local_run(cluster, local_run,
     submitted = dict(re.findall(r"Job (\d+) has been submitted with SLURM jobid (\d+)", out))
     finished = dict(re.findall(r"Finished jobid: (\d+) \(Rule: (\w+)\)", out))
     remote = {job: rule for job, rule in finished.items() if rule not in LOCAL_RULES}
-    assert "notebook" in remote.values() and any(rule.startswith("measure") for rule in remote.values())
+    assert "execute_notebook" in remote.values() and any(rule.startswith("measure") for rule in remote.values())
     assert any(rule.startswith(("figure_", "figures_")) for rule in remote.values())  # one per figure or paper
     assert set(remote) == set(submitted), (finished, submitted)
     for job, slurm_id in submitted.items():

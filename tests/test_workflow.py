@@ -94,7 +94,7 @@ def test_paper_scale_dry_run_lists_the_catalogue_jobs(workdir):
     assert "RP-T8" not in out  # optional: configured, not in `all`, but complete: its own dry run plans
     t8 = snakemake("rp_t8", "-n", "--cores", "2", cwd=workdir)
     assert t8.returncode == 0, t8.stderr[-2000:]
-    assert "fetch_imagenet" in t8.stdout and "RP-T8/resnet50_imagenet-sbp_sr-sparsity0.85-rep0.csv" in t8.stdout
+    assert "data/fetched/imagenet.json" in t8.stdout and "RP-T8/resnet50_imagenet-sbp_sr-sparsity0.85-rep0.csv" in t8.stdout
     assert sum(f"results/paper/OP/OP-F{i}/" in line for line in out.splitlines() for i in (1, 2, 3)) >= 8 + 1 + 3
     # Each job's message states its sizes: 2000 samples in R^500, 10 layers (20 for OP-F3).
     f1 = re.search(r"OP-F1 \[he_fan_out-w4060\] at the paper scale.*", out).group(0)
@@ -115,7 +115,7 @@ def test_pruning_is_a_rule_between_the_data_and_training(workdir):
         assert run.returncode == 0, run.stderr[-2000:]
         nodes = dict(re.findall(r'(\d+)\[label = "(\w+)"', run.stdout))
         edges = {(nodes[a], nodes[b]) for a, b in re.findall(r"^\s*(\d+) -> (\d+)$", run.stdout, re.M)}
-        assert {("fetch_torchvision", "prune"), ("prune", after), (after, f"figure_{target}")} <= edges, edges
+        assert {("fetch_dataset", "prune"), ("prune", after), (after, f"figure_{target}")} <= edges, edges
 
 
 def test_slurm_profile_dry_run(workdir):
@@ -201,7 +201,7 @@ def test_diverged_and_emptied_runs_are_results_and_jobs_resume(workdir):
 
 
 def test_one_job_for_all_parts_writes_the_tables_of_one_job_per_part(quick_build, tmp_path):
-    """`measure_jobs: {quick: paper}` (the quick scale's default) measures a paper's experiments of
+    """`batching: {quick: paper}` (the quick scale's default) measures a paper's experiments of
     random nets in one job and runs each other experiment's parts in one job; the quick build's
     tables equal, exactly, those of one job per part: OP-F3 (three widths' variations) and LR-F4,
     measured by measure_op and measure_lr, and RP-F2 (two nets, each part reading the masks of its
@@ -212,7 +212,7 @@ def test_one_job_for_all_parts_writes_the_tables_of_one_job_per_part(quick_build
     for e in parts:  # one file per experiment (a paper's random nets: their measure_<paper> job's)
         assert [p.name for p in (built / catalogue.paper_of(e) / e).glob("*.csv")] == ["all-parts.csv"], e
     wf = copy_workflow(tmp_path / "parts")
-    (wf / "jobs.yaml").write_text(yaml.safe_dump({"measure_jobs": {"quick": "parts"}, "figure_jobs": {"quick": "figure"}}))
+    (wf / "jobs.yaml").write_text(yaml.safe_dump({"batching": {"quick": "part"}}))
     run = snakemake(*targets, "--cores", "2", "--configfile", "jobs.yaml", "--config", "scale=quick", cwd=wf)
     assert run.returncode == 0, run.stderr[-3000:]
     jobs = re.findall(r"^Job \d+: (\S+) \[(\S+)\] at the quick scale", run.stdout + run.stderr, re.M)
@@ -404,7 +404,7 @@ def test_a_rebuild_does_only_what_changed(quick_build, tmp_path):
     again = snakemake("op_f2", "--cores", "1", "--config", "scale=quick", cwd=workdir)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
     # By path after deleting it: only its figure job redraws it (at the quick scale, the job of OP's
-    # figures: `figure_jobs: {quick: paper}`).
+    # figures: `batching: {quick: paper}`).
     (results / "figures" / "OP-F2.png").unlink()
     rebuilt = snakemake(str(results.relative_to(workdir) / "figures" / "OP-F2.png"),
                         "--cores", "1", "--config", "scale=quick", cwd=workdir)
@@ -471,9 +471,9 @@ def _code_edits_rerun_what_runs_the_code(workdir):
 
 
 def test_a_papers_figures_in_one_job_are_those_of_one_job_per_figure(quick_build, tmp_path):
-    """The quick scale draws a paper's figures in one job (`figure_jobs: {quick: paper}`); one job
-    per figure, as the paper scale runs them, writes the same tables, figures (to the byte),
-    records and summaries from the same parts."""
+    """The quick scale measures and draws a paper's random nets in one job each (`batching:
+    {quick: paper}`); one job per part and per figure, as the paper scale runs them, writes the
+    same tables, figures (to the byte), records and summaries."""
     workdir = copy_build(quick_build, tmp_path / "wf")
     results = workdir / "results" / "quick"
     exps = ["OP-F1", "OP-F2", "OP-F3"]
@@ -483,11 +483,11 @@ def test_a_papers_figures_in_one_job_are_those_of_one_job_per_figure(quick_build
     summaries = {e: (results / "logs" / "figures" / f"{e}.log").read_text().split(" summary:", 1)[1] for e in exps}
     for f in files:
         f.unlink()
-    _edit(workdir / "config.yaml", "figure_jobs: {paper: figure, quick: paper,", "figure_jobs: {paper: figure, quick: figure,")
+    _edit(workdir / "config.yaml", "batching: {paper: part, quick: paper,", "batching: {paper: part, quick: part,")
     run = snakemake("op_f1", "op_f2", "op_f3", "--cores", "2", "--config", "scale=quick", cwd=workdir)
     assert run.returncode == 0, run.stderr[-2000:]
-    jobs = _jobs(run.stdout + run.stderr)  # the three figure jobs, nothing measured again
-    assert set(jobs) == {"figure_op_f1", "figure_op_f2", "figure_op_f3", "op_f1", "op_f2", "op_f3", "total"}, jobs
+    jobs = _jobs(run.stdout + run.stderr)  # one job per part, then the three figure jobs
+    assert set(jobs) == {"measure", "figure_op_f1", "figure_op_f2", "figure_op_f3", "op_f1", "op_f2", "op_f3", "total"}, jobs
     for f in files:
         assert f.read_bytes() == paper_job[f], f
     for e in exps:

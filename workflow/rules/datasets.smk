@@ -1,44 +1,24 @@
-# Fetch rules. They run on the submitting machine (cluster nodes often have no internet)
+# One fetch rule. Its jobs run on the submitting machine (cluster nodes often have no internet)
 # and write a small JSON record of what they found. Offline they fail at once with the URL
 # and the folder to put the files in by hand. The quick scale needs none of them: it uses
 # scikit-learn's bundled digits wherever a paper uses MNIST.
 
-rule fetch_torchvision:
-    """Fetch MNIST, CIFAR-10 or CIFAR-100 with torchvision (offline: say where to put the files)."""
+# Every dataset a rule fetches: torchvision's, Tiny ImageNet (its official zip, MD5-checked,
+# validation images one folder per class) and ImageNet (RP-T8, optional), which cannot be downloaded
+# by a rule: its job checks that it was put under data_dir/imagenet/{train,val}/<class>/ by hand and
+# says where to put it otherwise.
+TORCHVISION_DATASETS = ["mnist", "cifar10", "cifar100"]
+FETCHED = TORCHVISION_DATASETS + ["tiny_imagenet", "imagenet"]
+
+
+rule fetch_dataset:
+    """Fetch MNIST, CIFAR-10/100 or Tiny ImageNet, or check ImageNet's copy (offline: say where to put the files)."""
     output:
         f"{DATA}/fetched/{{dataset}}.json",
     wildcard_constraints:
-        dataset="|".join(TORCHVISION_DATASETS),
+        dataset=one_of(FETCHED),
     log:
         log_file("datasets/{dataset}"),
-    localrule: True
-    conda:
-        "../../envs/datasets.yaml"
-    script:
-        "../scripts/fetch_dataset.py"
-
-
-rule fetch_tiny_imagenet:
-    """Fetch Tiny ImageNet from its official zip, MD5-checked, validation images one folder per class."""
-    output:
-        f"{DATA}/fetched/tiny_imagenet.json",
-    log:
-        log_file("datasets/tiny_imagenet"),
-    localrule: True
-    conda:
-        "../../envs/datasets.yaml"
-    script:
-        "../scripts/fetch_dataset.py"
-
-
-# ImageNet (RP-T8, optional) cannot be downloaded by a rule: this one checks that it was put under
-# data_dir/imagenet/{train,val}/<class>/ by hand and says where to put it otherwise.
-rule fetch_imagenet:
-    """Check that ImageNet was put under data_dir/imagenet/ by hand (RP-T8), or say where it goes."""
-    output:
-        f"{DATA}/fetched/imagenet.json",
-    log:
-        log_file("datasets/imagenet"),
     localrule: True
     conda:
         "../../envs/datasets.yaml"

@@ -1,6 +1,9 @@
 # Every catalogue experiment goes the same way: its jobs (parts) measure and write rows (or
 # train and write rows), and the figure job combines the rows into one tidy table and plots it. The science is in
-# reluinit.experiments.<paper>; these rules only move files.
+# reluinit.experiments.<paper>; these rules only move files. Each rule's script is named after it,
+# workflow/scripts/<rule>.py (a rule made per id or paper after its family: figure_<id> runs
+# figure.py, measure_<paper> measure_paper.py, figures_<paper> figures_paper.py); the scale's
+# `batching` (batching.smk) decides which of the measuring and figure rules run.
 
 
 wildcard_constraints:
@@ -30,10 +33,7 @@ rule prune:
         log_file("{paper}/{exp}/masks/{part}"),
     benchmark:
         benchmark_file("{paper}/{exp}/masks/{part}")
-    # The quick scale's nets are small: two at a time, one thread each. A smoke job prunes the
-    # paper's net on the paper's batch (not cut short): its threads, so that on two cores two
-    # ResNet104s (16 GB each) never run side by side.
-    threads: 1 if SCALE == "quick" else plan.MEASURE["threads"]
+    threads: PRUNE_THREADS
     # Pruning and training first: they are the long poles (a quick build's RP-T5 trains for a
     # minute; at the paper scale, GPU-hours), the measurements and figures fill in beside them.
     # (Not the longest declared runtime first: the smoke run then started the two largest jobs,
@@ -48,12 +48,8 @@ rule prune:
         "../scripts/prune.py"
 
 
-# Where the scale's `measure_jobs` is `paper` (the quick scale), one job per paper measures its
-# experiments of random nets (MEASURE_GROUPS, rules measure_<paper>); the rule `measure` runs the rest.
-MEASURE_GROUPS = plan.measure_groups(config, [e for e in DEFAULT if e not in TRAINING and e not in SOURCES], SCALE)
-GROUPED = {e for exps in MEASURE_GROUPS.values() for e in exps}
-
-
+# The rule `measure` runs every measuring job but those of the measure_<paper> rules below
+# (`batching: paper`: a paper's experiments of random nets, MEASURE_GROUPS).
 rule measure:
     """Measure one part of a catalogue experiment on random (or trained) nets: its table's rows."""
     input:
@@ -74,8 +70,7 @@ rule measure:
         log_file("{paper}/{exp}/{part}"),
     benchmark:
         benchmark_file("{paper}/{exp}/{part}")
-    # quick and smoke jobs are mostly Python start-up, which is single-threaded: two at a time, one thread each
-    threads: 1 if SCALE in ("quick", "smoke") else plan.MEASURE["threads"]
+    threads: MEASURE_THREADS
     resources:
         mem_mb=plan.MEASURE["mem_mb"],
         runtime=plan.MEASURE["runtime"],
@@ -108,14 +103,14 @@ for _name, _exps in MEASURE_GROUPS.items():
             **{paths.id_key(e): log_file(f"{_paper}/{e}/{plan.ALL_PARTS}") for e in _exps},
         benchmark:
             benchmark_file(f"{_paper}/measure")
-        threads: 1 if SCALE in ("quick", "smoke") else plan.MEASURE["threads"]
+        threads: MEASURE_THREADS
         resources:
             mem_mb=plan.MEASURE["mem_mb"],
             runtime=plan.MEASURE["runtime"],
         conda:
             "../../envs/science.yaml"
         script:
-            "../scripts/measure.py"
+            "../scripts/measure_paper.py"
 
 
 # Training runs of an experiment: same outputs as `measure`, on a GPU on a cluster. Each run keeps
@@ -154,18 +149,14 @@ rule train_part:
     conda:
         "../../envs/science.yaml"
     script:
-        "../scripts/measure.py"
+        "../scripts/train_part.py"
 
 
 # The parts of an experiment (or of its source) become its tidy table and its figure in one
 # job: one Python start-up per figure instead of two. One rule per experiment, since the table
 # (under the paper's folder) and the figure (under figures/) share no wildcard but the id. Where
-# the scale's `figure_jobs` is `paper` (the quick scale), one rule per paper draws its figures of
-# random nets (plan.figure_jobs; figures of trained or pruned nets and optional ones keep their own).
-FIGURE_JOBS = {
-    **plan.figure_jobs(config, DEFAULT, SCALE),
-    **{plan.figure_rule(e): [e] for e in EXPERIMENTS if e not in DEFAULT},
-}
+# the scale's `batching` is `paper` (the quick scale), one rule per paper draws its figures of
+# random nets (FIGURE_JOBS; figures of trained or pruned nets and optional ones keep their own).
 
 
 for _name, _exps in FIGURE_JOBS.items():
@@ -211,7 +202,7 @@ for _name, _exps in FIGURE_JOBS.items():
             "../scripts/figure.py"
 
 
-# A paper's figures of random nets in one job (`figure_jobs: {<scale>: paper}`): each id's table, figure, record
+# A paper's figures of random nets in one job (`batching: {<scale>: paper}`): each id's table, figure, record
 # and log are the files its own job writes (named by the id: table_OP_F1, png_OP_F1, ...). The
 # report's caption of each figure is the one of its own job, read from these per-id params.
 for _name, _exps in FIGURE_JOBS.items():
@@ -249,7 +240,7 @@ for _name, _exps in FIGURE_JOBS.items():
         conda:
             "../../envs/plotting.yaml"
         script:
-            "../scripts/figure.py"
+            "../scripts/figures_paper.py"
 
 
 # One short target per catalogue id: `snakemake op_f1` builds results/figures/OP-F1.{pdf,png}.

@@ -1,8 +1,10 @@
 # One parameterised notebook per paper (notebooks/<PAPER>.ipynb), executed by papermill on
 # the paper's result tables, figures and the claims scorecard, and exported to HTML. Notebooks
 # only read results. In the Snakemake report, each paper's figures and notebook share a category.
+# (Not named `notebook`: Snakemake puts workflow/scripts/ on a job's import path, where a script
+# notebook.py would stand in for the `notebook` package that nbconvert imports.)
 
-rule notebook:
+rule execute_notebook:
     """Execute a paper's notebook with papermill on its tables, figures and claims; export HTML."""
     input:
         unpack(lambda w: paper_inputs(w.paper)),
@@ -49,7 +51,7 @@ rule claims:
     conda:
         "../../envs/reports.yaml"
     script:
-        "../scripts/scorecard.py"
+        "../scripts/claims.py"
 
 
 rule scorecard:

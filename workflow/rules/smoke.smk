@@ -19,4 +19,4 @@ rule smoke:
     conda:
         "../../envs/science.yaml"
     script:
-        "../scripts/smoke_report.py"
+        "../scripts/smoke.py"

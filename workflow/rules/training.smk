@@ -21,9 +21,7 @@ rule train:
         log_file("trained/{spec}/{arch}-run{run}"),
     benchmark:
         benchmark_file("trained/{spec}/{arch}-run{run}")
-    # one at the quick scale, where LR's tiny nets train as fast on one thread (the same weights, bit
-    # for bit) and two jobs run side by side instead of waiting for both cores to be free at once
-    threads: 1 if SCALE == "quick" else plan.TRAIN["threads"]
+    threads: TRAIN_THREADS
     priority: 1  # before the measurements (rule prune)
     resources:
         mem_mb=plan.TRAIN["mem_mb"],

@@ -1,4 +1,5 @@
-"""Fetch one dataset into the data directory and record what is there."""
+"""Rule `fetch_dataset`: fetch one dataset into the data directory (ImageNet: check the copy put
+there by hand) and record what is there."""
 
 import json
 import sys
@@ -7,11 +8,11 @@ from pathlib import Path
 from reluinit import datasets, integrity
 from reluinit.pipeline import jobs
 
-log = jobs.start(snakemake.log[0])  # noqa: F821 - injected by Snakemake
-out = Path(snakemake.output[0])  # noqa: F821
-name = snakemake.wildcards.get("dataset", out.stem)  # noqa: F821
+sm = snakemake  # noqa: F821 - injected by Snakemake
+log = jobs.start(sm.log[0])
+out = Path(sm.output[0])
 try:
-    record = datasets.fetch(name, out.parent.parent)
+    record = datasets.fetch(sm.wildcards.dataset, out.parent.parent)
 except datasets.DatasetUnavailable as e:
     # Into the job's log, not a traceback: the Snakefile's onerror repeats its last line (what to
     # do) as the run's final words.

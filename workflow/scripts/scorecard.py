@@ -1,5 +1,4 @@
-"""The claims scorecard. Rule `claims`: judge the claims of claims.yaml read from one paper's
-tables (results/claims/<PAPER>.csv). Rule `scorecard`: all papers in results/claims.csv and an
+"""Rule `scorecard`: every paper's judged claims in results/claims.csv (claims.yaml's order) and an
 HTML page for the report, with verdict counts per paper in the log."""
 
 import pandas as pd
@@ -7,19 +6,13 @@ import pandas as pd
 from reluinit.pipeline import catalogue, jobs
 from reluinit.report import claims
 
-log = jobs.start(snakemake.log[0], threads=None)  # noqa: F821 - injected by Snakemake; reads tables, no torch
-jobs.verified(snakemake.input)  # noqa: F821 - a damaged table stops the verdicts, naming it
-scale = snakemake.params.scale  # noqa: F821
-if snakemake.rule == "claims":  # noqa: F821
-    paper = snakemake.wildcards.paper  # noqa: F821
-    mine = [c for c in claims.load(snakemake.input.claims) if catalogue.paper_of(c.table) == paper]  # noqa: F821
-    card = claims.scorecard(mine, snakemake.params.results, scale)  # noqa: F821
-    jobs.write_table(card, snakemake.output[0])  # noqa: F821
-else:
-    card = pd.concat([claims.read(p) for p in snakemake.input.papers], ignore_index=True)  # noqa: F821
-    listed = claims.load(snakemake.input.claims)  # noqa: F821
-    order = {c.id: i for i, c in enumerate(listed)}
-    card = card.sort_values("claim", key=lambda ids: ids.map(order), ignore_index=True)  # claims.yaml's order
-    jobs.write_table(card, snakemake.output.csv)  # noqa: F821
-    claims.write_html(card, snakemake.output.html, scale, listed, catalogue.PAPERS)  # noqa: F821
-log.info("claims at the %s scale:\n%s", scale, claims.summary(card).to_string())
+sm = snakemake  # noqa: F821 - injected by Snakemake
+log = jobs.start(sm.log[0], threads=None)  # reads tables, no torch
+jobs.verified(sm.input)  # a damaged table stops the verdicts, naming it
+card = pd.concat([claims.read(p) for p in sm.input.papers], ignore_index=True)
+listed = claims.load(sm.input.claims)
+order = {c.id: i for i, c in enumerate(listed)}
+card = card.sort_values("claim", key=lambda ids: ids.map(order), ignore_index=True)
+jobs.write_table(card, sm.output.csv)
+claims.write_html(card, sm.output.html, sm.params.scale, listed, catalogue.PAPERS)
+log.info("claims at the %s scale:\n%s", sm.params.scale, claims.summary(card).to_string())

@@ -132,22 +132,25 @@ def _resources(s: dict, runs, scale: str) -> dict:
     return out
 
 
-# The job of a measurement experiment that runs all of its parts (config ``measure_jobs: one``).
+# The job of a measurement experiment that runs all of its parts (``batching: paper``).
 ALL_PARTS = "all-parts"
+
+
+def batching(config: dict, scale: str | None = None) -> str:
+    """The scale's ``batching`` (``part`` or ``paper``): how its jobs are cut. The config's schema
+    (workflow/schemas/config.schema.yaml, key ``batching``) describes both values."""
+    scale = scale or config["scale"]
+    return (config.get("batching") or {}).get(scale, "part")
 
 
 def measure_jobs(config: dict, exp: str, scale: str | None = None) -> dict[str, list[str]]:
     """``{job key: [part keys]}`` of a measurement experiment at ``scale``: a job per part, or with
-    ``measure_jobs: {<scale>: one}`` a single job ``all-parts`` (when there are several) that runs
-    them in order and writes the rows they would have written one by one (with ``paper``, an
-    experiment of random nets always has that job, even with one part: its file is named before
-    its parts are known, while the workflow is read). Training experiments always have a job per
-    part (each a GPU job of its own, resumable)."""
-    scale = scale or config["scale"]
-    keys = list(catalogue.parts(exp, settings(config, exp, scale)))
-    mode = (config.get("measure_jobs") or {}).get(scale, "parts")
-    grouped = mode == "paper" and random_nets(exp)  # a measure_<paper> job's file: always all-parts
-    if (grouped or mode in ("one", "paper") and len(keys) > 1) and not catalogue.entry(exp).trains:
+    ``batching: paper`` a single job ``all-parts`` that runs them in order and writes the rows they
+    would have written one by one (an experiment of random nets always has that job, even with one
+    part: its file is named before its parts are known, while the workflow is read). Training
+    experiments always have a job per part (each a GPU job of its own, resumable)."""
+    keys = list(catalogue.parts(exp, settings(config, exp, scale or config["scale"])))
+    if batching(config, scale) == "paper" and (random_nets(exp) or len(keys) > 1) and not catalogue.entry(exp).trains:
         if ALL_PARTS in keys:
             raise ValueError(f"{exp} has a part named {ALL_PARTS!r}, the name of the job that runs all of them")
         return {ALL_PARTS: keys}
@@ -155,12 +158,11 @@ def measure_jobs(config: dict, exp: str, scale: str | None = None) -> dict[str, 
 
 
 def measure_groups(config: dict, exps: list[str], scale: str | None = None) -> dict[str, list[str]]:
-    """``{rule name: [ids]}``: with ``measure_jobs: {<scale>: paper}`` (the quick scale), the jobs
-    that measure a paper's experiments of random nets, one per paper (``measure_<paper>``), each
-    experiment's parts in order as ``one`` runs them (same files, same rows); ``{}`` otherwise.
-    ``exps`` are the measuring experiments `all` builds; the others' jobs stay the rule ``measure``'s."""
-    scale = scale or config["scale"]
-    if (config.get("measure_jobs") or {}).get(scale, "parts") != "paper":
+    """``{rule name: [ids]}``: with ``batching: paper``, the jobs that measure a paper's experiments
+    of random nets, one per paper (``measure_<paper>``), each experiment's parts in order (same
+    files, same rows); ``{}`` otherwise. ``exps`` are the measuring experiments `all` builds; the
+    others' jobs stay the rule ``measure``'s."""
+    if batching(config, scale) != "paper":
         return {}
     groups: dict[str, list[str]] = {}
     for e in exps:
@@ -171,14 +173,11 @@ def measure_groups(config: dict, exps: list[str], scale: str | None = None) -> d
 
 def figure_jobs(config: dict, exps: list[str], scale: str | None = None) -> dict[str, list[str]]:
     """``{rule name: [ids]}``: the jobs that draw the figures of ``exps`` (the ids `all` builds).
-    One per id (``figure_<id>``; ``figure_jobs: {<scale>: figure}``, the paper scale), or with
-    ``figure_jobs: {<scale>: paper}`` (the quick scale, where a figure job is mostly the start-up of
-    pandas and seaborn) one per paper for its figures of random nets (``figures_<paper>``), which
-    writes each id's table, figure, record and log as its own job would, one id after another. A
-    figure of trained or pruned nets keeps a job of its own there too, so that asking for one
-    figure never trains or prunes the nets of another."""
-    scale = scale or config["scale"]
-    by_paper = (config.get("figure_jobs") or {}).get(scale, "figure") == "paper"
+    One per id (``figure_<id>``), or with ``batching: paper`` one per paper for its figures of
+    random nets (``figures_<paper>``), which writes each id's table, figure, record and log as its
+    own job would, one id after another. A figure of trained or pruned nets keeps a job of its own
+    there too, so that asking for one figure never trains or prunes the nets of another."""
+    by_paper = batching(config, scale) == "paper"
     jobs: dict[str, list[str]] = {}
     for e in exps:
         name = f"figures_{catalogue.paper_of(e).lower()}" if by_paper and random_nets(e) else figure_rule(e)

@@ -1,5 +1,5 @@
-"""Judge the smoke subset: coverage of the paper DAG and peak memory against the declared mem_mb
-(tables results/smoke/memory.csv and cost.csv); fail with the offending jobs named."""
+"""Rule `smoke`: judge the smoke subset: coverage of the paper DAG and peak memory against the
+declared mem_mb (tables results/smoke/memory.csv and cost.csv); fail with the offending jobs named."""
 
 from reluinit.pipeline import jobs, smoke
 

@@ -1,0 +1,53 @@
+"""The two steps several workflow scripts share, written once: one measuring job of an experiment
+(scripts measure.py, train_part.py and measure_paper.py, one per rule) and one figure drawn from
+an experiment's parts (figure.py and figures_paper.py). The scripts only unpack what Snakemake
+hands them; a paper's job calls the step once per id, into the files that id's own job writes."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from . import catalogue, jobs, paths, plan
+
+
+def measure(exp_id: str, job: str, s: dict, inputs: list, output: str, masks_files: list, log_path: str, *,
+            config: dict, scale: str, device: str, threads: int, checkpoints: str | None = None) -> None:
+    """One experiment's job ``job`` (a part, or ``plan.ALL_PARTS``): its parts in order, each
+    seeing the job's inputs less the other parts' trained nets and masks (its own in its order),
+    and their rows written to ``output``. ``checkpoints``: where a training part resumes from."""
+    log = jobs.start(log_path, threads)
+    jobs.verified(list(inputs) + list(masks_files))  # trained nets and masks: whole, or the job stops naming one
+    exp = catalogue.get(exp_id)
+    keys = plan.measure_jobs(config, exp_id, scale)[job]
+    masks = dict(zip(keys, masks_files))  # the parts' masks, from their `prune` jobs
+    results = paths.scale_root(config["results"], scale)
+    own = {key: {paths.trained(results, *t) for t in exp.trained(s, key)} | ({masks[key]} if key in masks else set())
+           for key in keys}
+    frames = {}
+    for key in keys:
+        log.info("%s part %s at the %s scale: %s", exp_id, key, scale, s)
+        others = set().union(*(own[k] for k in keys if k != key)) - own[key]
+        extra = {"checkpoints": checkpoints} if exp.trains else {}
+        if key in masks:
+            extra["masks"] = masks[key]
+        frames[key] = exp.measure(s, key, device, [f for f in inputs if f not in others], **extra)
+    jobs.write_parts(frames, output, experiment=exp_id, scale=scale)
+
+
+def draw(exp_id: str, parts: list, s: dict, out, log_path: str, scale: str) -> None:
+    """Combine one experiment's parts into its tidy table, plot its catalogue figure as PDF and PNG,
+    write the scale and settings it was built with (what the report caption reads back), and log
+    the numbers a reader compares with the paper (the experiment's summary). ``out``: the paths
+    ``table``, ``pdf``, ``png`` and ``built``."""
+    from ..report import plotting
+
+    log = jobs.start(log_path, threads=None)  # no torch here; each id's log is its own
+    figure, summary = catalogue.figures_of(exp_id)  # reluinit.figures.<module>: tables in, figures out
+    table = pd.concat([jobs.read_table(p) for p in parts], ignore_index=True)  # each checked against its seal
+    if catalogue.ENTRIES[exp_id].source:  # a view of another experiment's runs: its own id on its rows
+        table["experiment"] = exp_id
+    jobs.write_table(table, out["table"])
+    fig = figure(table, s)
+    plotting.save(fig, [out["pdf"], out["png"]])
+    jobs.write_json({"scale": scale, "settings": s}, out["built"])
+    log.info("%s summary:\n%s", exp_id, summary(table).to_string(index=False))

@@ -1,0 +1,120 @@
+# The usual mistakes, each stopped before any job runs with one sentence saying what to do: a
+# catalogue id given as a target, SLURM or CUDA missing, a damaged result, a failed job's advice.
+# (Snakefile: onstart runs check_slurm and check_device, onerror repeats job_instruction.)
+
+_STARTED = time.time()
+
+
+def stop(sentence):
+    """End the run with ``sentence`` as its last words: a WorkflowError raised here would be
+    followed by the Snakefile line that raised it, and one raised in `onerror` by Snakemake's own
+    "At least one job did not complete successfully"."""
+    print(sentence, file=sys.stderr, flush=True)
+    raise SystemExit(1)
+
+
+def catalogue_id_targets(argv):
+    """Command-line words that are catalogue ids (`OP-F1`) rather than targets (`op_f1`).
+    Snakemake hands its targets to the DAG only after reading this file and then says just "No rule
+    to produce OP-F1", so the command line is the one place to catch this mistake early."""
+    ids = {e.lower(): e for e in EXPERIMENTS}
+    return [ids[w.lower()] for w in argv if w.lower() in ids and not Path(w).exists()]
+
+
+if workflow.is_main_process and catalogue_id_targets(sys.argv[1:]):
+    _named = catalogue_id_targets(sys.argv[1:])
+    stop(
+        f"{', '.join(_named)} {'is a catalogue id' if len(_named) == 1 else 'are catalogue ids'}, not {'a target' if len(_named) == 1 else 'targets'}: "
+        f"build {'it' if len(_named) == 1 else 'them'} with `snakemake "
+        f"{' '.join(paths.target(e) for e in _named)}` (the id in lower case, - as _); "
+        "`snakemake --list-target-rules` lists every target."
+    )
+
+
+def check_slurm():
+    """Before any job is submitted through the SLURM executor, check once that SLURM's commands are
+    on the PATH and its controller answers: without this the plugin fails only after a minute of
+    repeated "No such file or directory: 'sacct'" or "Unable to contact slurm controller"."""
+    plugin = workflow.executor_plugin
+    if plugin is None or plugin.name != "slurm":
+        return
+    leave = "or leave out `--profile profiles/slurm` to run on this machine"
+    missing = [cmd for cmd in ("sbatch", "scontrol") if shutil.which(cmd) is None]
+    if missing:
+        stop(
+            f"The SLURM executor needs SLURM's commands, but `{missing[0]}` is not on the PATH: run "
+            f"Snakemake on the cluster's login node (or load its slurm module), {leave}."
+        )
+    try:
+        ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=60)
+        answer = (ping.stdout + ping.stderr).strip().splitlines()
+        ok = ping.returncode == 0
+    except (OSError, subprocess.TimeoutExpired) as e:
+        answer, ok = [str(e)], False
+    if not ok:
+        stop(
+            f"The SLURM controller does not answer (`scontrol ping`: {answer[0] if answer else 'no output'}): "
+            f"start slurmctld or run from a node that reaches it, {leave}."
+        )
+
+
+def check_device():
+    """`device: cuda` on a machine whose torch sees no CUDA device stops the run before any job
+    (each would die on the driver's traceback); on a cluster the jobs' nodes decide, not this one."""
+    plugin = workflow.executor_plugin
+    if not str(config["device"]).startswith("cuda") or (plugin is not None and plugin.name != "local"):
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        stop(
+            f"device={config['device']} in the config, but torch sees no CUDA device on this machine: run with "
+            "`--config device=auto` (CUDA where there is one, else the CPU) or `device=cpu`, or submit to GPU nodes "
+            "with `--profile profiles/slurm`."
+        )
+
+
+def sweep_damaged():
+    """Results that are not what their writer sealed (a table, part file, mask or net cut short or
+    changed; reluinit.integrity.sweep) are moved aside before the DAG is built, each named once:
+    a target's file is then rebuilt by this run, and a file only other jobs read is rebuilt when
+    one of them next runs, or at once with the command given. Never read either way."""
+    from reluinit import integrity
+
+    scale = "" if SCALE == "paper" else f" --config scale={SCALE}"
+    for path, aside, reason in integrity.sweep(RESULTS):
+        print(f"{path} is damaged ({reason}): moved to {aside}, never read; it is rebuilt when a job needs it, "
+              f"or now with `snakemake {path} --cores 1{scale}`.", file=sys.stderr)
+
+
+# Command-line words after which Snakemake plans, lists or reports but runs no job.
+NOT_RUNNING = {"-n", "--dry-run", "--dryrun", "--just-print", "--lint", "--summary", "-S", "--detailed-summary",
+               "-D", "--list-target-rules", "--list-rules", "-l", "--report", "--dag", "--rulegraph", "--filegraph",
+               "--unlock", "--cleanup-metadata", "--delete-all-output", "--delete-temp-output", "--touch", "-t"}
+
+
+def runs_jobs(argv):
+    """Whether this command line runs jobs (no -n, --lint, --report, ...; -np counts as -n)."""
+    return not any(a in NOT_RUNNING or (a.startswith("-") and not a.startswith("--") and "n" in a[1:]) for a in argv)
+
+
+def job_instruction():
+    """What a job that failed during this run said to do (the newest line that jobs.TODO_PREFIX
+    marks in a log written since the run started: a fetch job's missing dataset, any job's damaged
+    input and the command that rebuilds it), or None."""
+    from reluinit.pipeline.jobs import TODO_PREFIX
+
+    root = Path(log_file("x")).parent
+    logs = [p for p in root.rglob("*.log") if p.stat().st_mtime >= _STARTED] if root.is_dir() else []
+    for log in sorted(logs, key=lambda p: p.stat().st_mtime, reverse=True):
+        todo = [line.split(TODO_PREFIX, 1)[1] for line in log.read_text().splitlines() if TODO_PREFIX in line]
+        if not todo:
+            continue
+        if log.parent.name == "datasets":
+            return f"{log.stem} is not available here. {todo[-1].rstrip('.')}, or run `--config scale=quick`, which needs no download."
+        return todo[-1]
+    return None
+
+
+if workflow.is_main_process and runs_jobs(sys.argv[1:]):
+    sweep_damaged()  # before the DAG is built: what it moves aside, this run rebuilds
