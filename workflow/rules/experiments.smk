@@ -117,7 +117,8 @@ for _name, _exps in MEASURE_GROUPS.items():
 # a checkpoint (every epoch) outside the declared outputs, so a job killed by a time limit or
 # preemption resumes where it stopped when it is rerun (the SLURM profile retries once). A
 # checkpoint carries its run's settings and is resumed only by a run of the same settings. No
-# code fingerprint here: hours of training are not redone for a library edit (docs/results.md, "What reruns, and what does not").
+# code fingerprint here: hours of training are not redone for a library edit
+# (docs/results.md, "What reruns, and what does not").
 rule train_part:
     """Train one part's runs of an experiment that trains (resumable checkpoints) and write their rows."""
     input:

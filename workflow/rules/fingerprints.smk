@@ -1,5 +1,6 @@
 # Code fingerprints: a job reruns when the library code it runs changes (a rule's `code` param).
-# Training jobs have none on purpose: they rerun on their settings (docs/results.md, "What reruns, and what does not").
+# Training jobs have none on purpose: they rerun on their settings
+# (docs/results.md, "What reruns, and what does not").
 
 
 def fingerprint(*label, of):
