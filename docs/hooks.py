@@ -41,6 +41,7 @@ def on_page_markdown(markdown, page, config, files):
         from reluinit.report import claims, reference
 
         root = ROOT / "reference" / "paper"
-        block = reference.verdict_block(claims.read(str(root / "claims.csv")), pd.read_csv(root / "runs.csv"), absent=True)
-        markdown = markdown.replace("<!-- verdicts -->", block)
+        runs = pd.read_csv(root / "runs.csv", dtype=reference.TEXT)
+        markdown = markdown.replace("<!-- verdicts -->", reference.verdicts(claims.read(str(root / "claims.csv")), runs,
+                                                                            absent=True))
     return markdown

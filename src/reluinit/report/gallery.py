@@ -85,7 +85,7 @@ def markdown(root: str | Path = "reference/paper", config: dict | None = None) -
     runs = pd.read_csv(root / "runs.csv", dtype=reference.TEXT)
     shown = figure_ids(root)
     lines = ["## Verdicts", "",
-             reference.verdict_block(card, runs, absent=False, reasons=False).split("\n", 2)[2].rsplit("\n", 2)[0],
+             reference.verdicts(card, runs, reasons=False),
              "", "Each figure below, by paper; then [the ids not in the reference, and why](#not-in-the-reference-and-why)."]
     for paper, title in PAPERS.items():
         ids = [e for e in shown if paper_of(e) == paper]

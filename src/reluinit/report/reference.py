@@ -356,14 +356,18 @@ def render(root: str | Path, claims_file: str = "claims.yaml", notebooks: bool =
 
 
 def verdict_block(card: pd.DataFrame, runs: pd.DataFrame, absent: bool = False, reasons: bool = True) -> str:
+    """``verdicts`` between the markers ``render`` finds it by in the README."""
+    return "\n".join([BEGIN, "", verdicts(card, runs, absent, reasons), "", END])
+
+
+def verdicts(card: pd.DataFrame, runs: pd.DataFrame, absent: bool = False, reasons: bool = True) -> str:
     """Verdict counts per paper at the paper scale, and (``reasons``) one line per claim not
     reproduced with its reason (the claim's ``why``); with ``absent``, one line per catalogue id the
     tree lacks, with why (``absent_why``). The README shows the counts alone (``reasons=False``);
-    reference/README.md and the documentation's gallery show everything."""
+    reference/README.md and the documentation show everything."""
     counts = claims.summary(card)
     done = runs[runs["status"] == "done"].groupby(runs["experiment"].map(paper_of)).size()
-    lines = [BEGIN, "", "| paper | reproduced | not reproduced | not run | experiments in the reference |",
-             "|---|---|---|---|---|"]
+    lines = ["| paper | reproduced | not reproduced | not run | experiments in the reference |", "|---|---|---|---|---|"]
     for paper in PAPERS:
         if paper in counts.index:
             c = counts.loc[paper]
@@ -375,13 +379,12 @@ def verdict_block(card: pd.DataFrame, runs: pd.DataFrame, absent: bool = False, 
         config = yaml.safe_load(Path("config.yaml").read_text())
         lines += ["", "Catalogue ids not in the reference, and why:", ""]
         lines += [f"- **{e}**: {absent_why(e, config)}" for e in lacking]
-    if not reasons:
-        return "\n".join(lines + ["", END])
-    lines += ["", "Not reproduced at the paper scale, and why:", ""]
-    for _, row in card[card["verdict"] == claims.NOT_REPRODUCED].iterrows():
-        lines.append(f"- **{row['claim']}** ({row['table']}): measured {_num(row['measured'])}, the paper "
-                     f"{row['expected']}. {row['why'] or claims.NO_REASON}")
-    return "\n".join(lines + ["", END])
+    if reasons:
+        lines += ["", "Not reproduced at the paper scale, and why:", ""]
+        for _, row in card[card["verdict"] == claims.NOT_REPRODUCED].iterrows():
+            lines.append(f"- **{row['claim']}** ({row['table']}): measured {_num(row['measured'])}, the paper "
+                         f"{row['expected']}. {row['why'] or claims.NO_REASON}")
+    return "\n".join(lines)
 
 
 def _int(x) -> str:
@@ -449,7 +452,7 @@ def reference_readme(card: pd.DataFrame, runs: pd.DataFrame) -> str:
         for _, r in trained.iterrows():
             out.append(f"\nThe nets of training spec {r['spec']} (measured by LR-F5 to F8) trained in {int(r['jobs'])} "
                        f"`train` jobs, {r['job_seconds']:,.0f} job seconds, not counted above.")
-    out += ["", "## Verdicts", "", verdict_block(card, runs, absent=True).split("\n", 2)[2].rsplit("\n", 2)[0], ""]
+    out += ["", "## Verdicts", "", verdicts(card, runs, absent=True), ""]
     return "\n".join(out)
 
 
