@@ -8,8 +8,8 @@ import torch
 from torch import nn
 
 from reluinit import models, stages
-from reluinit.pipeline.catalogue import get
 from reluinit.experiments import ep_fc
+from reluinit.pipeline.catalogue import get
 from reluinit.training import DeviceData, Recipe, evaluate, fit
 from reluinit.trajectories import Arc
 

@@ -3,8 +3,7 @@ import torch
 import torch.nn.functional as F
 
 from reluinit.datasets import gaussian_data
-from reluinit.nets import random_widths
-from reluinit.nets import sample_mlp
+from reluinit.nets import random_widths, sample_mlp
 from reluinit.norms import distortion, norm_ratios
 
 

@@ -11,7 +11,20 @@ from torch import nn
 from reluinit import inits, models, pruning
 from reluinit.inits import initialize
 from reluinit.models import ResNet, VanillaCNN, ffnn
-from reluinit.pruning import apply_masks, critical_sparsity, grasp_scores, layer_table, magnitude_scores, masks_from_scores, prunable, prune, snip_scores, sparsity, synflow_masks, synflow_scores_once
+from reluinit.pruning import (
+    apply_masks,
+    critical_sparsity,
+    grasp_scores,
+    layer_table,
+    magnitude_scores,
+    masks_from_scores,
+    prunable,
+    prune,
+    snip_scores,
+    sparsity,
+    synflow_masks,
+    synflow_scores_once,
+)
 
 
 def _batch(n=32, shape=(1, 8, 8), classes=10, seed=0):
@@ -249,9 +262,10 @@ def test_rp_tables_initialise_resnets_as_the_authors_do():
 def test_rp_t8_stable_resnet50_builds_and_trains_a_step_on_224_images():
     """RP-T8's headline method (SBP-SR) needs the Stable ResNet50: torchvision's ImageNet ResNet50
     with every bottleneck's residual branch divided by sqrt(16); one CPU forward/backward step."""
+    from types import SimpleNamespace
+
     from reluinit.experiments.rp_train import run_model
     from reluinit.models import Scale
-    from types import SimpleNamespace
 
     run = {"method": "sbp_sr", "model": "resnet50_imagenet", "activation": "relu", "init": "he", "width": None,
            "seed": 0}

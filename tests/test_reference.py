@@ -8,9 +8,9 @@ import pytest
 import yaml
 
 from reluinit.pipeline import catalogue, paths
-from reluinit.report import claims, reference
 from reluinit.pipeline.catalogue import paper_of
 from reluinit.pipeline.config import settings
+from reluinit.report import claims, reference
 
 REPO = Path(__file__).resolve().parents[1]
 ROOT = REPO / "reference" / "paper"

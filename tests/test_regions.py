@@ -57,7 +57,7 @@ def test_plane_polygons_tile_the_square_and_share_one_pattern():
     layers = plane_regions(net, np.zeros(2), np.array([1.0, 0.0]), np.array([0.0, 1.0]), half_side=2.0)
     assert [len(layer) for layer in layers] == sorted(len(layer) for layer in layers)
     rng = np.random.default_rng(0)
-    for depth, polygons in enumerate(layers, start=1):
+    for polygons in layers:
         assert sum(p.area for p in polygons) == pytest.approx(16.0, rel=1e-12)
         assert all(p.area > 0 for p in polygons)
         assert len({p.pattern.tobytes() for p in polygons}) == len(polygons)

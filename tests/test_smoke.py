@@ -11,10 +11,10 @@ import torch
 import yaml
 
 from conftest import ROOT, snakemake
-from reluinit.pipeline import catalogue, plan, smoke
-from reluinit.report import claims
 from reluinit import datasets, training
+from reluinit.pipeline import catalogue, plan, smoke
 from reluinit.pipeline.config import settings
+from reluinit.report import claims
 
 CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
 

@@ -5,14 +5,14 @@ import pandas as pd
 import pytest
 import torch
 
-from reluinit.pipeline.catalogue import get
+from reluinit import datasets
 from reluinit.experiments import tg_train
 from reluinit.figures.tg_train import lines_of
 from reluinit.inits import initialize
 from reluinit.models import build
 from reluinit.nets import MLP, Activation
+from reluinit.pipeline.catalogue import get
 from reluinit.training import DeviceData, Recipe, fit
-from reluinit import datasets
 
 
 def _settings(**over):

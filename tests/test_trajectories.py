@@ -159,10 +159,11 @@ def test_benchmark_script_prints_its_ratio():
 def test_ep_f15_remaining_depth_counts_the_layers_above_the_swept_one():
     """EP Figure 15's x-axis: the number of layers above the swept layer (0 when the labels are
     read right after it)."""
+    import yaml
+
+    from conftest import ROOT
     from reluinit.pipeline import catalogue
     from reluinit.pipeline.config import settings
-    import yaml
-    from conftest import ROOT
 
     s = settings(yaml.safe_load((ROOT / "config.yaml").read_text()), "EP-F15", "quick")
     s = {**s, "widths": [8], "depth": 3, "n_nets": 1, "n_steps": 200}
@@ -179,6 +180,7 @@ def test_tg_f1_and_ep_f3_trace_a_closed_circle_of_length_2_pi_r():
 
     import torch
     import yaml
+
     from conftest import ROOT
     from reluinit.pipeline import catalogue
     from reluinit.pipeline.config import settings

@@ -13,9 +13,9 @@ import yaml
 
 from conftest import ROOT, SNAKEMAKE, copy_build, copy_workflow, snakemake
 from reluinit.pipeline import catalogue, plan
-from reluinit.report import claims
 from reluinit.pipeline.config import settings
 from reluinit.pruning import load_masks
+from reluinit.report import claims
 
 CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
 

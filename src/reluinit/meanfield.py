@@ -13,7 +13,7 @@ at 0.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from numpy.polynomial.legendre import leggauss

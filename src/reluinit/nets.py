@@ -7,7 +7,7 @@ measured at initialization, pruned and trained, so every paper reads it the same
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -52,7 +52,7 @@ class MLP(nn.Module):
         self.layers = nn.ModuleList(_linear(w, b) for w, b in zip(weights, biases))
 
     @classmethod
-    def fresh(cls, widths: list[int], activation: str = "relu", readout: bool = True, bias: bool = True) -> "MLP":
+    def fresh(cls, widths: list[int], activation: str = "relu", readout: bool = True, bias: bool = True) -> MLP:
         """Layers of torch's default initialization (to be re-initialized, ``models.initialize``):
         what ``models.build("ffnn")`` trains."""
         net = cls([], [], activation, readout)
@@ -77,7 +77,7 @@ class MLP(nn.Module):
     def n_hidden(self) -> int:
         return len(self.layers) - int(self.readout)
 
-    def astype(self, dtype: torch.dtype) -> "MLP":
+    def astype(self, dtype: torch.dtype) -> MLP:
         """A detached copy in another float type (a net drawn in float64 and measured in float32
         is the same net as its float64 original, up to rounding)."""
         cast = lambda t: None if t is None else t.detach().to(dtype).clone()  # noqa: E731

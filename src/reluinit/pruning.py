@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 import pandas as pd
 import torch

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-
 # --- OP: norm preservation ---------------------------------------------------------------
 
 def op_rate(eps: float) -> float:

@@ -16,9 +16,10 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -68,7 +69,7 @@ class Recipe:
     eval_examples: int | None = None
 
     @classmethod
-    def from_settings(cls, s: dict) -> "Recipe":
+    def from_settings(cls, s: dict) -> Recipe:
         """A recipe from a config block, ignoring keys that are not recipe fields."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in s.items() if k in names})
@@ -144,7 +145,7 @@ class DeviceData:
         self.device = torch.device(device)
 
     @classmethod
-    def from_split(cls, split: datasets.Split, device, like: "DeviceData | None" = None, **kw) -> "DeviceData":
+    def from_split(cls, split: datasets.Split, device, like: DeviceData | None = None, **kw) -> DeviceData:
         """``like``: normalise with another split's statistics (the test set with the train set's)."""
         return cls(split.x, split.y, device, mean=like.mean if like else None, std=like.std if like else None, **kw)
 
@@ -298,7 +299,7 @@ class Checkpoint:
         self._stale = False
 
 
-def as_checkpoint(checkpoint: "Checkpoint | str | Path | None", **fingerprint) -> "Checkpoint | None":
+def as_checkpoint(checkpoint: Checkpoint | str | Path | None, **fingerprint) -> Checkpoint | None:
     """A ``Checkpoint`` as given, or one at a bare path fingerprinted by ``fingerprint``."""
     if checkpoint is None or isinstance(checkpoint, Checkpoint):
         return checkpoint
@@ -416,7 +417,7 @@ def load_data(s: dict, device, channels_last: bool = False,
     return train, test, split
 
 
-def history_table(result: Run, **columns) -> "pd.DataFrame":
+def history_table(result: Run, **columns) -> pd.DataFrame:
     """A run's epochs as a tidy table (one row per epoch) with ``columns`` (the run's settings) and
     its final- and best-epoch test accuracy repeated on every row."""
     import pandas as pd
@@ -425,7 +426,7 @@ def history_table(result: Run, **columns) -> "pd.DataFrame":
                                                           if k != "diverged"}, run_diverged=result.diverged)
 
 
-def run_rows(result: Run, extra: list[dict] | None = None, **columns) -> "pd.DataFrame":
+def run_rows(result: Run, extra: list[dict] | None = None, **columns) -> pd.DataFrame:
     """A run's rows: its epochs (``kind == "epoch"``, ``history_table``), then the rows its
     ``on_epoch`` hook measured and ``extra`` ones, every row with ``columns`` (the run's settings)."""
     import pandas as pd

@@ -29,7 +29,6 @@ import torch
 from .nets import ACTIVATIONS, MLP
 from .regions import KINKS
 
-
 # --- paths -------------------------------------------------------------------------------------
 
 

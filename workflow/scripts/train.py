@@ -1,7 +1,7 @@
 """Train one net of a training spec and save its checkpoints."""
 
-from reluinit.pipeline import jobs
 from reluinit.experiments import lr_train
+from reluinit.pipeline import jobs
 
 log = jobs.start(snakemake.log[0], snakemake.threads)  # noqa: F821 - injected by Snakemake
 s, w = snakemake.params.settings, snakemake.wildcards  # noqa: F821

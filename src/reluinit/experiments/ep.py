@@ -22,9 +22,9 @@ import torch
 
 from ..dichotomies import random_walk, sweep
 from ..nets import resolve_device
+from ..points import DTYPE, dataset_name, endpoints, normalise
 from ..sampling import random_net
 from ..theory import ep_hardtanh_growth_bounds
-from ..points import DTYPE, dataset_name, endpoints, normalise
 from ..trajectories import make_path, path_rows
 from . import part_seed, resolve_part
 

@@ -20,10 +20,10 @@ import pandas as pd
 import torch
 
 from ..nets import resolve_device
+from ..points import DTYPE, dataset_name, endpoints
 from ..regions import split_lines
 from ..sampling import random_net, sigma_of_discrete, subvector_norms
 from ..theory import tg_growth_lower_bound
-from ..points import DTYPE, dataset_name, endpoints
 from ..trajectories import make_path, path_rows, project_2d
 from . import part_seed, resolve_part
 

@@ -9,7 +9,6 @@ import seaborn as sns
 
 from ..report import plotting
 
-
 INIT_LABELS = {"he_fan_out": "He", "glorot": "Glorot", "he": "He (fan-in)"}
 
 

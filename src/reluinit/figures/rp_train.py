@@ -9,7 +9,6 @@ import seaborn as sns
 
 from ..report import plotting
 
-
 SETUP_LABELS = {"eoc_rescaled": "EOC + rescaling", "eoc": "EOC", "ordered": "ordered"}
 
 

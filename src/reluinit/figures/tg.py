@@ -4,10 +4,10 @@ Read a tidy table, draw or summarise it; no torch (module doc of ``reluinit.figu
 
 from __future__ import annotations
 
-from matplotlib import ticker
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib import ticker
 
 from ..report import plotting
 

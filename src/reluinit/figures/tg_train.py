@@ -8,7 +8,6 @@ import pandas as pd
 
 from ..report import plotting
 
-
 COLOURS = {"within": "tab:blue", "between": "tab:orange"}
 
 
@@ -41,7 +40,7 @@ def f6_figure(table: pd.DataFrame, s: dict):
                          label=f"{pair} class, {'trained' if trained else 'random (pre-training)'}", **style)
     axes[0].set(title="(a) mean over lines and nets")
     # (b) one curve per line
-    for (trained, line), g in pts.groupby(["trained", "line"]):
+    for (trained, _line), g in pts.groupby(["trained", "line"]):
         g = g.sort_values("sigma_w_init")
         colour = COLOURS[g["pair"].iloc[0]] if trained else "k"
         axes[1].errorbar(g["sigma_w"], g["growth"], xerr=g["sigma_w_sd"], yerr=g["growth_sd"], color=colour,

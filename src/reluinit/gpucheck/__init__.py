@@ -63,7 +63,7 @@ class Check:
     """What every stage reads: where to write, on which device, how small, and the clock."""
 
     out: Path
-    device: "object"  # torch.device
+    device: object  # torch.device
     tiny: bool
     budget_s: float
     data_dir: str | None

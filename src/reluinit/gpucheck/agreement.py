@@ -91,7 +91,7 @@ def pruning(dev, tiny: bool) -> list[dict]:
     cpu = torch.device("cpu")
     rows = []
     for method in ("snip", "grasp"):
-        def scores(d):
+        def scores(d, method=method):
             m = copy.deepcopy(model).to(d)
             s = PRUNERS[method].scores(m, x=x.to(d), y=y.to(d), in_shape=(3, 32, 32), seed=0, temperature=200.0)
             return {k: v.detach().double().cpu() for k, v in s.items()}

@@ -117,8 +117,8 @@ def tg_f2(check) -> pd.DataFrame:
 
 
 def tg_f3a(check) -> pd.DataFrame:
-    from ..pipeline.catalogue import get
     from ..figures.tg import net_growth
+    from ..pipeline.catalogue import get
 
     n_nets = 1 if check.tiny else 20
     toy = dict(width=64, depth=5, n_pieces=1000) if check.tiny else {}

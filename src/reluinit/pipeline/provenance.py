@@ -24,8 +24,8 @@ import json
 import os
 import sys
 import types
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 PACKAGE = __name__.split(".")[0]
 

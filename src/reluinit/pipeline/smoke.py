@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import catalogue, paths
 from .. import datasets
+from . import catalogue, paths
 from .config import settings
 from .plan import MEASURE, TRAIN, default_experiments, prune_resources, train_resources
 

@@ -12,8 +12,8 @@ import matplotlib
 matplotlib.use("Agg")  # figures are written to files, on machines without a display
 
 import matplotlib.pyplot as plt  # noqa: E402
-import seaborn as sns  # noqa: E402
 import numpy as np  # noqa: E402
+import seaborn as sns  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 

@@ -215,13 +215,13 @@ def regions(a) -> None:
         n = len(plane_regions(net, np.zeros(2), np.eye(2)[0], np.eye(2)[1], 2.0)[-1])
         user = _sequential(net)  # the same net as a user's nn.Sequential, through the public entry point
         ours, public, convert = _best_of(
-            lambda: plane_regions(net, np.zeros(2), np.eye(2)[0], np.eye(2)[1], 2.0),
-            lambda: plane_partition(user, np.zeros(2), np.eye(2)[0], np.eye(2)[1], 2.0),
-            lambda: as_mlp(user), repeats=a.repeats)
+            lambda net=net: plane_regions(net, np.zeros(2), np.eye(2)[0], np.eye(2)[1], 2.0),
+            lambda user=user: plane_partition(user, np.zeros(2), np.eye(2)[0], np.eye(2)[1], 2.0),
+            lambda user=user: as_mlp(user), repeats=a.repeats)
         line = (f"plane, depth {a.depth} width {width:4d}: {n:7,} regions in {ours:8.4f} s"
                 f"   public plane_partition {public:8.4f} s ({public / ours - 1:+.1%}; as_mlp {convert / ours:.2%})")
         if regioncam is not None:
-            theirs = _best(lambda: regioncam_faces(net, 2.0), a.repeats)
+            theirs = _best(lambda net=net: regioncam_faces(net, 2.0), a.repeats)
             line += f"   Regioncam {regioncam_faces(net, 2.0)[-1]:7,} in {theirs:8.4f} s   ({ours / theirs:.1f}x as long)"
         print(line)
     net = sample_mlp([784, 64, 64, 64], "he", bias_std=1.0, seed=0, dtype=torch.float64).to(device)

@@ -18,9 +18,9 @@ def precision(a) -> None:
     import pandas as pd
     import yaml
 
+    from ..experiments.tg import growth_rows, net_growth
     from ..pipeline.catalogue import get
     from ..pipeline.config import settings
-    from ..experiments.tg import growth_rows, net_growth
 
     config = yaml.safe_load(open(a.config))
     config["data_dir"] = a.data_dir
