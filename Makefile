@@ -1,6 +1,7 @@
 # Two entry points for a fresh machine (Python >= 3.11 with venv and pip):
 #   make quick   install everything into .venv and build every target at the quick scale
-#   make test    install everything into .venv and run the test suite
+#   make test    install everything into .venv and run the test suite (the command CI runs)
+#   make test-fast  the suite without the tests that run Snakemake or SLURM: the inner loop
 #   make smoke   run the paper scale's smoke subset (one job per experiment, model and dataset)
 #   make docs    build the documentation site into site/ (strict: a broken link or any warning fails)
 #   make docs-serve  serve it at http://127.0.0.1:8000, rebuilt as pages change
@@ -12,7 +13,7 @@ CORES ?= 2
 DATA_DIR ?= data
 BIN := $(VENV)/bin
 
-.PHONY: install quick test smoke docs docs-serve reference clean
+.PHONY: install quick test test-fast smoke docs docs-serve reference clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -28,8 +29,12 @@ install: $(VENV)/.installed
 quick: install
 	$(BIN)/snakemake all --cores $(CORES) --config scale=quick
 
+# One pytest-xdist worker per core (tests/conftest.py shares the quick build between them).
 test: install
-	$(BIN)/python -m pytest -v
+	$(BIN)/python -m pytest -v -n $(CORES)
+
+test-fast: install
+	$(BIN)/python -m pytest -n $(CORES) -m "not workflow and not slurm and not smoke"
 
 smoke: install
 	$(BIN)/python -m pytest -v -m smoke

@@ -1,12 +1,24 @@
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Under pytest-xdist the workers share the cores with each other and with the Snakemake jobs the
+# tests start: one torch thread per worker, and waiting threads that sleep. Two torch processes
+# of two threads each on two cores spun so hard that a 6 s loop took over 100 s; set before any
+# test module imports torch, and inherited by every process a test starts (a job that asks for
+# more threads still sets its own).
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 
@@ -27,13 +39,34 @@ def copy_workflow(dest: Path) -> Path:
     return dest
 
 
+def shared_dir(tmp_path_factory) -> Path:
+    """This run's temporary folder, one for all of its pytest-xdist workers (each worker's own
+    temporary folders sit inside it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextmanager
+def exclusive(lock: Path):
+    """Held by one process of the run at a time: the first worker to need a shared build makes
+    it, the others wait for it and read it."""
+    with lock.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def shared_memo(tmp_path_factory):
     """One memo of what planning computes (provenance.memo: a job's parts, code fingerprints) for
-    every workflow copy of this run, as the copies of one source tree give the same answers (a
-    copy whose code a test edits gets its own): a Snakemake process then plans without importing
-    torch and seaborn, about 2.5 s each of the suite's hundred or so."""
-    os.environ["RELUINIT_MEMO"] = str(tmp_path_factory.mktemp("memo"))
+    every workflow copy of this run and every worker, as the copies of one source tree give the
+    same answers (a copy whose code a test edits gets its own): a Snakemake process then plans
+    without importing torch and seaborn, about 2.5 s each of the suite's hundred or so."""
+    memo = shared_dir(tmp_path_factory) / "memo"
+    memo.mkdir(exist_ok=True)
+    os.environ["RELUINIT_MEMO"] = str(memo)
 
 
 @pytest.fixture
@@ -43,13 +76,22 @@ def workdir(tmp_path):
 
 @pytest.fixture(scope="session")
 def quick_build(tmp_path_factory):
-    """One quick-scale build of every target, shared by the tests that only read it; a test that
-    edits the workflow or reruns part of it takes a copy (``copy_build``). (Not started in the
-    background beside other tests: their torch threads and the build's jobs, sharing 2 cores,
-    slowed the suite down, one test 8 s -> 91 s.)"""
-    wf = copy_workflow(tmp_path_factory.mktemp("quick") / "wf")
-    run = snakemake("all", "--cores", "2", "--config", "scale=quick", cwd=wf, timeout=1800)
-    assert run.returncode == 0, run.stderr[-3000:]
+    """One quick-scale build of every target per run, shared by the tests that only read it and
+    by every worker; a test that edits the workflow or reruns part of it takes a copy
+    (``copy_build``). (Not started in the background beside other tests: their torch threads and
+    the build's jobs, sharing 2 cores, slowed the suite down, one test 8 s -> 91 s.)"""
+    shared = shared_dir(tmp_path_factory) / "quick"
+    wf, built, failed = shared / "wf", shared / "built", shared / "failed.txt"
+    shared.mkdir(exist_ok=True)
+    with exclusive(shared / "lock"):
+        if not (built.exists() or failed.exists()):
+            try:
+                run = snakemake("all", "--cores", "2", "--config", "scale=quick",
+                                cwd=copy_workflow(wf), timeout=1800)
+                (built if run.returncode == 0 else failed).write_text(run.stderr[-3000:])
+            except Exception as e:  # a timeout: every worker's tests say so, none builds again
+                failed.write_text(repr(e))
+    assert not failed.exists(), "the shared quick build failed:\n" + failed.read_text()
     return wf
 
 
@@ -58,3 +100,21 @@ def copy_build(build: Path, dest: Path) -> Path:
     date as the original), without the training checkpoints that nothing here resumes."""
     shutil.copytree(build, dest, symlinks=True, ignore=shutil.ignore_patterns("checkpoints"))
     return dest
+
+
+def pytest_collection_modifyitems(config, items):
+    """The order pytest-xdist hands tests out in (``--dist loadgroup --no-loadscope-reorder``, as
+    `make test` runs it): the first test of the shared quick build starts it at once on one worker,
+    the SLURM tests (mostly waiting on the cluster) run on the other meanwhile, then the tests
+    that need no build, and the build's readers last, first those that work in a scratch folder
+    (a copy of the build rerun, a report written: the long ones). Without xdist the same order
+    runs one test after another."""
+    def uses(item, fixture):
+        return fixture in getattr(item, "fixturenames", ())
+
+    readers = [i for i in items if uses(i, "quick_build")]
+    first = readers[:1]
+    slurm = [i for i in items if i.get_closest_marker("slurm") and i not in first]
+    rest = [i for i in items if i not in first and i not in slurm and not uses(i, "quick_build")]
+    readers = sorted(readers[1:], key=lambda i: not uses(i, "tmp_path"))  # stable: file order kept
+    items[:] = first + slurm + rest + readers

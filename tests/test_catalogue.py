@@ -127,6 +127,7 @@ def test_experiment_modules_stay_thin():
         assert len(path.read_text().splitlines()) <= 400, f"{path.name}: move its science into the library"
 
 
+@pytest.mark.workflow
 def test_a_new_experiment_made_by_the_command_builds_and_keeps_the_catalogue_whole(tmp_path):
     """docs/adding-an-experiment.md: ``python -m reluinit.pipeline.new X-F2 --paper X`` writes every
     file a new id needs; in that copy `snakemake x_f2` builds its table and figure, and the tests

@@ -20,6 +20,9 @@ from conftest import ROOT
 from reluinit.pipeline import catalogue
 from reluinit.report import gallery, reference
 
+# One worker runs this file's tests (pytest-xdist), so its module fixture is built once.
+pytestmark = pytest.mark.xdist_group("test_docs")
+
 REF = ROOT / "reference" / "paper"
 
 

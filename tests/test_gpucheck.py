@@ -15,6 +15,9 @@ from conftest import ROOT
 from reluinit import gpucheck
 from reluinit.pipeline import plan, smoke
 
+# One worker runs this file's tests (pytest-xdist), so its module fixture is built once.
+pytestmark = pytest.mark.xdist_group("test_gpucheck")
+
 CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
 
 

@@ -13,6 +13,9 @@ from reluinit.figures import lr as lr_figures
 from reluinit.nets import sample_mlp
 from reluinit.regions import data_plane, split_lines
 
+# One worker runs this file's tests (pytest-xdist), so its module fixture is built once.
+pytestmark = pytest.mark.xdist_group("test_lr")
+
 F64 = torch.float64
 ARCH = "d2w16"
 

@@ -17,7 +17,8 @@ import yaml
 
 from conftest import ROOT, SNAKEMAKE, copy_workflow, snakemake
 
-pytestmark = pytest.mark.slurm
+# One worker runs this file's tests (pytest-xdist), so its module fixture is built once.
+pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("test_slurm")]
 
 CLUSTER = ROOT / "tests" / "slurm" / "cluster.sh"
 # A small subset of the quick scale, one job per experiment: every rule family (measure,

@@ -12,6 +12,9 @@ import yaml
 from conftest import ROOT
 from reluinit.pipeline import catalogue
 
+# One worker runs this file's tests (pytest-xdist), so its module fixture is built once.
+pytestmark = pytest.mark.xdist_group("test_standalone")
+
 # [text](target) in markdown (README, notebooks' markdown cells) and `text <target>`_ in rst.
 MD_LINK = re.compile(r"\]\(([^)\s]+)\)")
 RST_LINK = re.compile(r"<([^>\s]+)>`_")
