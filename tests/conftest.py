@@ -39,11 +39,12 @@ def copy_workflow(dest: Path) -> Path:
     return dest
 
 
-def shared_dir(tmp_path_factory) -> Path:
+def shared_dir(tmp_path_factory, config) -> Path:
     """This run's temporary folder, one for all of its pytest-xdist workers (each worker's own
-    temporary folders sit inside it)."""
+    temporary folders sit inside it). Asked of the run's config, not of the environment, which a
+    pytest that a test starts inherits."""
     base = tmp_path_factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    return base.parent if hasattr(config, "workerinput") else base
 
 
 @contextmanager
@@ -59,12 +60,12 @@ def exclusive(lock: Path):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def shared_memo(tmp_path_factory):
+def shared_memo(tmp_path_factory, pytestconfig):
     """One memo of what planning computes (provenance.memo: a job's parts, code fingerprints) for
     every workflow copy of this run and every worker, as the copies of one source tree give the
     same answers (a copy whose code a test edits gets its own): a Snakemake process then plans
     without importing torch and seaborn, about 2.5 s each of the suite's hundred or so."""
-    memo = shared_dir(tmp_path_factory) / "memo"
+    memo = shared_dir(tmp_path_factory, pytestconfig) / "memo"
     memo.mkdir(exist_ok=True)
     os.environ["RELUINIT_MEMO"] = str(memo)
 
@@ -75,12 +76,12 @@ def workdir(tmp_path):
 
 
 @pytest.fixture(scope="session")
-def quick_build(tmp_path_factory):
+def quick_build(tmp_path_factory, pytestconfig):
     """One quick-scale build of every target per run, shared by the tests that only read it and
     by every worker; a test that edits the workflow or reruns part of it takes a copy
     (``copy_build``). (Not started in the background beside other tests: their torch threads and
     the build's jobs, sharing 2 cores, slowed the suite down, one test 8 s -> 91 s.)"""
-    shared = shared_dir(tmp_path_factory) / "quick"
+    shared = shared_dir(tmp_path_factory, pytestconfig) / "quick"
     wf, built, failed = shared / "wf", shared / "built", shared / "failed.txt"
     shared.mkdir(exist_ok=True)
     with exclusive(shared / "lock"):
