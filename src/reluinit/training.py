@@ -13,10 +13,12 @@ Pruning masks stay applied (``pruning.apply_masks``) and travel in the checkpoin
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -94,10 +96,12 @@ class Recipe:
             raise ValueError(f"schedule must be 'constant', 'step' or a list of epochs, not {self.schedule!r}")
         return self.lr * self.gamma ** sum(epoch > m for m in milestones)
 
-    def optimizer_for(self, params) -> torch.optim.Optimizer:
+    def optimizer_for(self, params, fused: bool = False) -> torch.optim.Optimizer:
         """The optimizer over ``params``; parameters marked ``no_weight_decay`` (a learnt scale such
         as EP's trajectory-regularization lambda) get none, and one with an ``lr_scale`` learns at
-        that multiple of the recipe's rate (``fit`` keeps the multiple through the schedule)."""
+        that multiple of the recipe's rate (``fit`` keeps the multiple through the schedule).
+        ``fused``: torch's one-kernel implementation (the same update, rounded in another order;
+        what a stack of runs uses, ``ensemble``), else the per-tensor-list one."""
         params = list(params)
         special = [p for p in params if getattr(p, "no_weight_decay", False) or hasattr(p, "lr_scale")]
         if special:
@@ -110,9 +114,9 @@ class Recipe:
             params = [g for g in groups if g["params"]]
         if self.optimizer == "sgd":
             return torch.optim.SGD(params, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay,
-                                   nesterov=self.nesterov)
+                                   nesterov=self.nesterov, fused=fused or None)
         if self.optimizer == "adam":
-            return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)
+            return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay, fused=fused or None)
         raise ValueError(f"unknown optimizer {self.optimizer!r}; known: sgd, adam")
 
     def autocast_dtype(self, device: torch.device) -> torch.dtype | None:
@@ -161,10 +165,17 @@ class DeviceData:
         n = len(self)
         order = torch.randperm(n, generator=gen, device=self.device)
         for idx in order.split(batch_size):
-            xb, yb = self.x[idx], self.y[idx]
+            xb, yb = self.take(idx)
             if augment and xb.dim() == 4:
                 xb = _crop_flip(xb, gen, pad)
             yield self._fmt(xb), yb
+
+    def take(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The examples at ``idx`` (any shape: ``[B]``, or ``[K, B]`` for K runs' batches at once),
+        gathered with ``index_select`` (several times faster than indexing on the CPU)."""
+        flat = idx.flatten()
+        return (self.x.index_select(0, flat).view(*idx.shape, *self.x.shape[1:]),
+                self.y.index_select(0, flat).view(idx.shape))
 
     def eval_batches(self, batch_size: int, n: int | None = None):
         """The first ``n`` examples (all by default) in order, ``batch_size`` at a time."""
@@ -321,6 +332,12 @@ def fit(model: nn.Module, train: DeviceData, test: DeviceData, recipe: Recipe, *
     before resuming). ``stop_when(row)`` ends training
     after the first epoch whose row it accepts (TG-F6 trains until a test accuracy is reached).
     """
+    checkpoint = as_checkpoint(checkpoint, seed=seed, recipe=asdict(recipe))
+    deferred = _DEFERRED.get()
+    if deferred is not None:  # ``ensemble.run_together``'s first pass: record the call, train nothing
+        deferred.append(FitCall(model, train, test, recipe, seed, checkpoint, masks, on_epoch, loss_fn, n_classes,
+                                stop_when))
+        raise Deferred
     device = train.device
     n_classes = n_classes or int(train.y.max().item()) + 1
     steps_per_epoch = math.ceil(len(train) / recipe.batch_size)
@@ -335,14 +352,18 @@ def fit(model: nn.Module, train: DeviceData, test: DeviceData, recipe: Recipe, *
     step_fn = torch.compile(model) if recipe.compile else model
     run = Run()
 
-    checkpoint = as_checkpoint(checkpoint, seed=seed, recipe=asdict(recipe))
-    state = checkpoint.load(device) if checkpoint else None
+    handed = _HANDED.get()
+    state = handed.pop(0) if handed else (checkpoint.load(device) if checkpoint else None)
+    if handed is not None and state is not None and state["seed"] != seed:
+        raise RuntimeError(f"a run of seed {state['seed']} was handed to fit(seed={seed}): the runs of a job "
+                           "must call fit in the same order twice (ensemble.run_together)")
     if state is not None:
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         gen.set_state(state["generator"].cpu())
         run = Run(state["history"], state["measures"], state["diverged"])
-        log.info("resumed from %s at epoch %d of %d", checkpoint.path, run.final["epoch"], n_epochs)
+        if handed is None:
+            log.info("resumed from %s at epoch %d of %d", checkpoint.path, run.final["epoch"], n_epochs)
     else:
         test_loss, test_acc = evaluate(model, test, recipe.eval_batch_size, autocast, loss_fn, recipe.eval_examples)
         run.history.append(_row(0, 0, math.nan, math.nan, math.nan, test_loss, test_acc, 0.0))
@@ -392,11 +413,66 @@ def fit(model: nn.Module, train: DeviceData, test: DeviceData, recipe: Recipe, *
             log.info("epoch %d/%d (step %d, lr %.3g): train loss %.4f acc %.4f, test loss %.4f acc %.4f, %.1f s",
                      epoch, n_epochs, step, lr, train_loss, train_acc, test_loss, test_acc, run.final["seconds"])
         if checkpoint:
-            checkpoint.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
-                             "generator": gen.get_state(), "history": run.history, "measures": run.measures,
-                             "diverged": run.diverged, "masks": masks or {}, "seed": seed,
-                             "recipe": _plain(asdict(recipe))})
+            checkpoint.save(fit_state(model, opt, gen, run, masks, seed, recipe))
     return run
+
+
+def fit_state(model: nn.Module, opt: torch.optim.Optimizer, gen: torch.Generator, run: Run, masks: dict | None,
+              seed: int, recipe: Recipe) -> dict:
+    """What a run's checkpoint holds (``fit`` resumes from it; ``ensemble`` writes the same)."""
+    return {"model": model.state_dict(), "optimizer": opt.state_dict(), "generator": gen.get_state(),
+            "history": run.history, "measures": run.measures, "diverged": run.diverged, "masks": masks or {},
+            "seed": seed, "recipe": _plain(asdict(recipe))}
+
+
+# --- fit, deferred and handed over (``ensemble.run_together``) ----------------------------------------
+
+
+@dataclass
+class FitCall:
+    """The arguments of one ``fit`` call, recorded to train it in a stack with others."""
+
+    model: nn.Module
+    train: DeviceData
+    test: DeviceData
+    recipe: Recipe
+    seed: int
+    checkpoint: Checkpoint | None
+    masks: dict | None
+    on_epoch: Callable | None
+    loss_fn: LossFn
+    n_classes: int | None
+    stop_when: Callable | None
+
+
+class Deferred(Exception):
+    """Raised by ``fit`` inside ``deferring()``: the call was recorded, not run."""
+
+
+_DEFERRED: contextvars.ContextVar[list | None] = contextvars.ContextVar("deferred_fits", default=None)
+_HANDED: contextvars.ContextVar[list | None] = contextvars.ContextVar("handed_states", default=None)
+
+
+@contextlib.contextmanager
+def deferring() -> Iterator[list[FitCall]]:
+    """Inside, ``fit`` records its arguments in the list yielded and raises ``Deferred``."""
+    calls: list[FitCall] = []
+    token = _DEFERRED.set(calls)
+    try:
+        yield calls
+    finally:
+        _DEFERRED.reset(token)
+
+
+@contextlib.contextmanager
+def handing_over(states: list[dict]) -> Iterator[None]:
+    """Inside, the next ``fit`` calls start from ``states`` in order (each a finished run's final
+    state, ``fit_state``) instead of their checkpoints: they train nothing and return the run."""
+    token = _HANDED.set(list(states))
+    try:
+        yield
+    finally:
+        _HANDED.reset(token)
 
 
 def load_data(s: dict, device, channels_last: bool = False,

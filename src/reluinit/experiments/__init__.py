@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from ..sampling import part_seed
 
-__all__ = ["part_seed", "resolve_part", "product_runs", "run_checkpoint", "group_runs", "training_jobs"]
+__all__ = ["part_seed", "resolve_part", "product_runs", "run_checkpoint", "group_runs", "ensembled", "training_jobs"]
 
 
 def resolve_part(parts: dict[str, dict], base_seed: int, key: str) -> tuple[dict, int]:
@@ -70,10 +70,20 @@ def group_runs(runs: dict[str, dict], per_job: int) -> dict[str, dict]:
     return {f"group{i}": {"runs": {k: runs[k] for k in chunk}} for i, chunk in enumerate(chunks)}
 
 
+def ensembled(settings: dict) -> bool:
+    """Whether runs under ``settings`` may train stacked with others (``reluinit.ensemble``): yes
+    unless their recipe says ``ensemble: false``."""
+    recipe = settings.get("recipe")
+    return not isinstance(recipe, dict) or bool(recipe.get("ensemble", True))
+
+
 def training_jobs(runs_of, run_one, *, load=None, settings_of=None, prune_one=None):
     """``parts`` and ``measure`` of an experiment that trains: its runs are ``runs_of(settings)``,
-    grouped ``runs_per_job`` to a job (``group_runs``); a job trains its runs in order, each by
-    ``run_one(settings, run, data, device, checkpoint) -> rows``, and returns their rows together.
+    grouped ``runs_per_job`` to a job (``group_runs``); a job trains its runs, each by
+    ``run_one(settings, run, data, device, checkpoint) -> rows``, and returns their rows together
+    in order. Runs whose nets stack train as one model (``ensemble.run_together``; a recipe's
+    ``ensemble: false`` turns it off); ``run_one`` is then called twice, so it must do the same
+    before its ``fit`` both times (seeded, as every run is).
 
     ``settings_of(settings, run)``: a run's own settings where they differ by run (RP-T2: the
     recipe of its dataset); ``load(settings, device)``: what the runs train on, loaded once per job
@@ -91,8 +101,8 @@ def training_jobs(runs_of, run_one, *, load=None, settings_of=None, prune_one=No
     def parts(s: dict) -> dict[str, dict]:
         return group_runs(runs_of(s), s.get("runs_per_job", 1))
 
-    def each_run(s, key, device, fn):
-        """``fn(run key, run, its settings, its data, device)`` for each run of job ``key``, the data
+    def each_run(s, key, device):
+        """``(run key, run, its settings, its data, device)`` for each run of job ``key``, the data
         loaded once per dataset."""
         from ..nets import resolve_device
         from ..training import load_data
@@ -102,27 +112,37 @@ def training_jobs(runs_of, run_one, *, load=None, settings_of=None, prune_one=No
             rs = settings_of(s, run) if settings_of else s
             if rs.get("dataset") not in loaded:
                 loaded[rs.get("dataset")] = (load or load_data)(rs, dev)
-            yield fn(run_key, run, rs, loaded[rs.get("dataset")], dev)
+            yield run_key, run, rs, loaded[rs.get("dataset")], dev
 
     def measure(s: dict, key: str, device: str = "auto", inputs=(), checkpoints: str | None = None,
                 masks: str | None = None) -> pd.DataFrame:
-        pruned = load_masks(masks) if masks else {}
+        from ..ensemble import run_together
 
-        def train(run_key, run, rs, data, dev):
+        pruned = load_masks(masks) if masks else {}
+        pruned_here: dict = {}  # without a masks file, each run is pruned once (run_together calls twice)
+
+        def train(item):
+            run_key, run, rs, data, dev = item
             if not prune_one:
                 return run_one(rs, run, data, dev, run_checkpoint(checkpoints, run_key, rs, run))
             # without a masks file (a direct call, the smoke subset) the job prunes its runs itself
-            m = pruned[run_key]["masks"] if masks else prune_one(rs, run, data, dev)["masks"]
+            if masks:
+                m = pruned[run_key]["masks"]
+            else:
+                if run_key not in pruned_here:
+                    pruned_here[run_key] = prune_one(rs, run, data, dev)["masks"]
+                m = pruned_here[run_key]
             m = {n: t.to(dev) for n, t in m.items()} if m else None
             checkpoint = run_checkpoint(checkpoints, run_key, rs, {**run, "masks": masks_digest(m)})
             return run_one(rs, run, data, dev, checkpoint, masks=m)
 
-        return pd.concat(each_run(s, key, device, train), ignore_index=True)
+        items = list(each_run(s, key, device))
+        return pd.concat(run_together(items, train, stack=lambda item: ensembled(item[2])), ignore_index=True)
 
     if prune_one is None:
         return parts, measure
 
     def masks(s: dict, key: str, device: str = "auto", inputs=()) -> dict[str, dict]:
-        return dict(each_run(s, key, device, lambda run_key, run, rs, data, dev: (run_key, prune_one(rs, run, data, dev))))
+        return {run_key: prune_one(rs, run, data, dev) for run_key, run, rs, data, dev in each_run(s, key, device)}
 
     return parts, measure, masks

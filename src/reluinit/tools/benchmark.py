@@ -3,7 +3,8 @@
     python -m reluinit.tools.benchmark trajectories [--width 784] [--depth 20] [--points 10001]
                                               [--chunk 2047] [--dtype float32] [--device auto]
     python -m reluinit.tools.benchmark pruning [--batch 256] [--rounds 100] [--device auto] [--against DIR] [--floor]
-    python -m reluinit.tools.benchmark training [--steps 20] [--batch 128] [--workers 4] [--epoch] [--device auto]
+    python -m reluinit.tools.benchmark training [--steps 20] [--only TG-F6 ...] [-k K] [--device auto]
+    python -m reluinit.tools.benchmark training --resnet [--steps 20] [--batch 128] [--workers 4] [--epoch]
     python -m reluinit.tools.benchmark regions [--widths 16 32 64] [--depth 3] [--lines 100] [--device auto]
 
 ``trajectories``: the engine (``reluinit.trajectories.measure``) does one ``[chunk, k] x [k, k]`` product per
@@ -17,7 +18,13 @@ SNIP and GraSP on a batch of CIFAR-shaped images and with SynFlow (its rounds, f
 layout (NCHW) and the same batch, side by side; with
 ``--floor`` the forward and backward passes alone, which any implementation of the same scores runs.
 
-``training``: images per second and seconds per CIFAR-10 epoch (50,000 images) of ResNet32 with
+``training``: seconds to train K small nets of the papers one by one (``training.fit``) and as one
+stacked model (``ensemble.run_together``), the ratio, and the largest relative difference of any
+weight between the two (float rounding: a batched product rounds differently): TG-F6's 20 MLPs,
+RP-F3's 27 depth-20 and depth-100 tanh nets (each with its own mask) and EP-F7's 3 nets that train
+W^(1), at their recipes' batch sizes and optimizers, on MNIST-shaped random data.
+
+``training --resnet``: images per second and seconds per CIFAR-10 epoch (50,000 images) of ResNet32 with
 doubled filters, SGD, random crop and flip, on CIFAR-shaped random images: the engine
 (``training.fit``: data resident on the device, augmentation there, channels-last) in fp32 and with
 bf16 autocast, and a plain ``torch.utils.data.DataLoader`` baseline (uint8 images on the host,
@@ -302,7 +309,93 @@ class _HostImages(torch.utils.data.Dataset):
         return self.transform(self.images[i]), self.labels[i]
 
 
+# The ensembles timed (config.yaml's paper settings): (name, model, activation, width, depth,
+# initialization (sigma_w, sigma_b; None: RP's edge of chaos of tanh at sigma_b 0.2), recipe, K, what differs)
+ENSEMBLES = [
+    ("TG-F6", "relu", 32, 10, (2.0, 0.01), dict(optimizer="adam", lr=1e-3, batch_size=128), 20, "seeds"),
+    ("RP-F3 depth 20", "tanh", 100, 20, None, dict(optimizer="sgd", lr=1e-3, momentum=0.0, batch_size=100), 27,
+     "seeds, masks"),
+    ("RP-F3 depth 100", "tanh", 100, 100, None, dict(optimizer="sgd", lr=1e-3, momentum=0.0, batch_size=100), 27,
+     "seeds, masks"),
+    ("EP-F7", "hardtanh", 100, 6, (1.0, 0.0), dict(optimizer="sgd", lr=0.01, momentum=0.9, batch_size=128), 3,
+     "seeds (W^(1) trained)"),
+]
+
+
+def _ensemble_runs(case, k: int, device, data, steps: int):
+    """``k`` runs of one case as ``training_jobs`` makes them: each its own seed (and its own random
+    masks at RP-F3's nine sparsities), on MNIST-shaped data."""
+    from ..inits import init_point
+    from ..models import build
+    from ..pruning import apply_masks
+    from ..training import Recipe, fit
+
+    name, activation, width, depth, point, recipe, _, _ = case
+    sigma_w, sigma_b = point or init_point("eoc", activation, 0.2)[1:]
+    recipe = Recipe(**recipe, iterations=steps, schedule="constant", check_every=100)
+    train, test = data
+
+    def run(seed: int):
+        model = build("ffnn", 10, (1, 28, 28), activation, width=width, depth=depth)
+        initialize(model, "sigma", sigma_w=sigma_w, sigma_b=sigma_b, seed=seed)
+        model.to(device)
+        if name.startswith("RP"):
+            gen = torch.Generator().manual_seed(seed)
+            density = 1 - 0.1 * (1 + seed % 9)
+            apply_masks(model, {f"layers.{i}.weight": (torch.rand(layer.weight.shape, generator=gen) < density).to(device)
+                                for i, layer in enumerate(model.layers)})
+        if name.startswith("EP"):
+            for i, p in enumerate(model.parameters()):
+                p.requires_grad_(i in (2, 3))  # W^(1) and its bias
+        fit(model, train, test, recipe, seed=seed)
+        return model
+
+    return run
+
+
+def ensembles(a) -> None:
+    """K runs one by one (``training.fit``) and as one stack (``ensemble.run_together``)."""
+    from ..ensemble import run_together
+    from ..training import DeviceData
+
+    device = resolve_device(a.device)
+    gen = torch.Generator().manual_seed(0)
+    print(f"device {device}, {torch.get_num_threads()} threads, {a.steps} steps per run, MNIST-shaped random data, "
+          f"best of {a.repeats}")
+    print(f"{'nets':17s} {'K':>3s} {'one by one':>11s} {'ensemble':>9s} {'ratio':>6s} {'run-steps/s':>12s} "
+          f"{'max rel diff':>13s}  differ by")
+    for case in ENSEMBLES:
+        if a.only and not any(case[0].startswith(o) for o in a.only):
+            continue
+        k = a.k or case[6]
+        n = a.steps * case[5]["batch_size"]
+        x = torch.randn(n, 1, 28, 28, generator=gen)
+        y = torch.randint(0, 10, (n,), generator=gen)
+        data = (DeviceData(x, y, device, mean=torch.zeros(()), std=torch.ones(())),
+                DeviceData(x[:1000], y[:1000], device, mean=torch.zeros(()), std=torch.ones(())))
+        run = _ensemble_runs(case, k, device, data, a.steps)
+        run_together([10**6, 10**6 + 1], run)  # warm-up: both paths, allocator, kernels
+        t_alone = t_together = float("inf")
+        for _ in range(a.repeats):  # the best of interleaved repeats: a busy machine only slows one
+            _sync()
+            t0 = time.perf_counter()
+            alone = [run(seed) for seed in range(k)]
+            _sync()
+            t_alone = min(t_alone, time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            together = run_together(list(range(k)), run)
+            _sync()
+            t_together = min(t_together, time.perf_counter() - t0)
+        diff = max(float((p - q).abs().max() / p.abs().max().clamp_min(1e-30))
+                   for m1, m2 in zip(alone, together)
+                   for p, q in zip(m1.state_dict().values(), m2.state_dict().values()) if p.is_floating_point())
+        print(f"{case[0]:17s} {k:3d} {t_alone:10.2f}s {t_together:8.2f}s {t_alone / t_together:5.1f}x "
+              f"{k * a.steps / t_together:12.0f} {diff:13.1e}  {case[7]}")
+
+
 def training(a) -> None:
+    if not a.resnet:
+        return ensembles(a)
     from ..training import DeviceData, Recipe, fit
 
     device = resolve_device(a.device)
@@ -373,7 +466,11 @@ def main() -> None:
     q.add_argument("--against", metavar="DIR", help="a Synaptic-Flow checkout: time its pruners beside ours")
     q.add_argument("--floor", action="store_true", help="also time the passes alone (their forward and backward passes)")
     t = sub.add_parser("training")
-    t.add_argument("--steps", type=int, default=20, help="timed optimizer steps (without --epoch)")
+    t.add_argument("--resnet", action="store_true", help="the engine on ResNet32 against a DataLoader")
+    t.add_argument("--only", nargs="+", help="ensembles: only these nets (TG-F6, RP-F3, EP-F7; a prefix)")
+    t.add_argument("-k", type=int, help="ensembles: runs per stack (default: each net's K)")
+    t.add_argument("--repeats", type=int, default=1, help="ensembles: best of this many timings of each")
+    t.add_argument("--steps", type=int, default=20, help="timed optimizer steps per run (with --resnet: without --epoch)")
     t.add_argument("--batch", type=int, default=128)
     t.add_argument("--workers", type=int, default=4, help="DataLoader worker processes of the baseline")
     t.add_argument("--epoch", action="store_true", help="time one full 50,000-image epoch")

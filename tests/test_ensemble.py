@@ -1,0 +1,204 @@
+"""Ensembles (``reluinit.ensemble``): K runs trained as one stack equal the same K runs trained one by
+one (``training.fit``), run by run: data order, masks, stopping rule, divergence, checkpoints.
+
+Each family that stacks is compared on the bundled digits (8x8, the quick scale's MNIST) for at
+least 100 steps: weights within float rounding (fp32: relative 1e-5; float64: 1e-12), the same
+epochs, steps and test accuracy to 3 decimals, pruned weights exactly zero. ``test_a_leak_fails``
+shows the comparison catches a seed, a mask or a stopping rule that goes to the wrong run.
+"""
+
+import math
+
+import pytest
+import torch
+
+from reluinit import datasets, pruning
+from reluinit.ensemble import fit_together, run_together, signature, stackable
+from reluinit.experiments import ensembled
+from reluinit.inits import initialize
+from reluinit.models import build
+from reluinit.training import Checkpoint, Deferred, DeviceData, Recipe, deferring, fit
+
+torch.set_num_threads(1)
+
+TRAIN = DeviceData.from_split(datasets.digits(True), "cpu")
+TEST = DeviceData.from_split(datasets.digits(False), "cpu", like=TRAIN)
+TRAIN64 = DeviceData.from_split(datasets.digits(True), "cpu", dtype=torch.float64)
+TEST64 = DeviceData.from_split(datasets.digits(False), "cpu", like=TRAIN64, dtype=torch.float64)
+
+# family: (model, activation, width, depth, sigma_w, sigma_b, recipe, masked, trained layer)
+FAMILIES = {
+    "TG-F6": ("ffnn", "relu", 16, 4, 1.4, 0.01, dict(optimizer="adam", lr=3e-3), False, None),
+    "RP-F3": ("ffnn", "tanh", 16, 6, 1.2, 0.2, dict(optimizer="sgd", lr=0.3, momentum=0.0), True, None),
+    "RP-T4": ("cnn", "tanh", 8, 4, 1.2, 0.2, dict(optimizer="sgd", lr=0.5, momentum=0.0), True, None),
+    "EP-F7": ("ffnn", "hardtanh", 16, 4, 1.0, 0.0, dict(optimizer="sgd", lr=0.05, momentum=0.9), False, 1),
+    "LR": ("ffnn", "relu", 16, 3, 1.414, 0.0, dict(optimizer="adam", lr=1e-2), False, None),
+}
+
+
+def _job(family, float64=False, epochs=4, stops=None, seeds=(1, 2, 3), mask_seeds=None, check_every=100,
+         checkpoints=None, hook=None, blow=None):
+    """The runs of one job of ``family`` and a function that trains one of them: build, initialize,
+    prune (its own mask), ``fit``; returns (model, Run, masks). ``stops``: each run's target
+    accuracy; ``blow``: the run that starts with an infinite weight."""
+    name, act, width, depth, sigma_w, sigma_b, opt, masked, layer = FAMILIES[family]
+    recipe = Recipe(**opt, batch_size=32, epochs=epochs, schedule="step", check_every=check_every)
+    train, test = (TRAIN64, TEST64) if float64 else (TRAIN, TEST)
+    stops = stops or [None] * len(seeds)
+    mask_seeds = mask_seeds or seeds
+
+    def one(i):
+        model = build(name, 10, (1, 8, 8), act, width=width, depth=depth)
+        initialize(model, "sigma", sigma_w=sigma_w, sigma_b=sigma_b, seed=seeds[i])
+        if float64:
+            model.double()
+        masks = None
+        if masked:
+            gen = torch.Generator().manual_seed(100 + mask_seeds[i])
+            masks = {n: torch.rand(w.shape, generator=gen) < 0.5 + 0.2 * i
+                     for n, w in model.named_parameters() if n.endswith("weight") and w.dim() > 1}
+            pruning.apply_masks(model, masks)
+        if layer is not None:
+            for j, p in enumerate(model.parameters()):
+                p.requires_grad_(j in (2 * layer, 2 * layer + 1))
+        if i == blow:
+            with torch.no_grad():
+                next(model.parameters()).mul_(math.inf)
+        stop = stops[i]
+        ckpt = Checkpoint(checkpoints / f"run{i}.pt", {"seed": seeds[i]}) if checkpoints else None
+        run = fit(model, train, test, recipe, seed=seeds[i], masks=masks, checkpoint=ckpt,
+                  on_epoch=(lambda epoch, m: hook(i, epoch, m)) if hook else None,
+                  stop_when=None if stop is None else (lambda row: row["test_acc"] >= stop))
+        return model, run, masks
+
+    return list(range(len(seeds))), one
+
+
+def _record(one, runs) -> list:
+    """The ``fit`` calls of ``runs``, recorded (``deferring``), none trained."""
+    with deferring() as calls:
+        for i in runs:
+            with pytest.raises(Deferred):
+                one(i)
+    return calls
+
+
+def _differences(alone, together) -> float:
+    """The largest relative difference of any weight between the runs trained alone and stacked;
+    AssertionError where their histories differ (epochs, steps, divergence, test accuracy to 3
+    decimals) or a pruned weight is not zero."""
+    worst = 0.0
+    for (m1, r1, masks), (m2, r2, _) in zip(alone, together):
+        assert [(h["epoch"], h["step"], h["diverged"]) for h in r1.history] == \
+            [(h["epoch"], h["step"], h["diverged"]) for h in r2.history]
+        assert [round(h["test_acc"], 3) for h in r1.history] == [round(h["test_acc"], 3) for h in r2.history]
+        assert r1.diverged == r2.diverged
+        for (n, p), q in zip(m1.state_dict().items(), m2.state_dict().values()):
+            assert p.shape == q.shape, n
+            if not p.is_floating_point():
+                assert torch.equal(p, q), n
+                continue
+            finite = torch.isfinite(p)  # a diverged run's weights: NaN in the same places
+            assert torch.equal(finite, torch.isfinite(q)) and torch.equal(p[~finite].isnan(), q[~finite].isnan()), n
+            if finite.any():
+                worst = max(worst, float((p[finite] - q[finite]).abs().max() / p[finite].abs().max().clamp_min(1e-30)))
+        for name, mask in (masks or {}).items():
+            w = dict(m2.named_modules())[name.rsplit(".", 1)[0]].weight
+            assert torch.all(w[~mask] == 0), name
+    return worst
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_stack_trains_each_run_as_it_trains_alone(family):
+    # LR trains in float64 (``lr_train``); RP-T4's cnn at a learning rate where it learns in few steps
+    # grows fp32 rounding to 1.5e-4 in 172 steps, so float64 shows its stack exact (6.5e-16)
+    float64 = family in ("LR", "RP-T4")
+    target = 0.12 if family == "RP-T4" else 0.3  # run 0 meets it after an epoch or two
+    runs, one = _job(family, float64=float64, stops=[target, 2.0, 2.0])
+    alone = [one(i) for i in runs]
+    calls = _record(one, runs)
+    assert len(calls) == 3 and all(stackable(c) is None for c in calls)
+    assert len({signature(c) for c in calls}) == 1
+    together = run_together(runs, one)
+    assert together[1][1].final["step"] >= 100  # at least 100 steps
+    assert alone[0][1].final["epoch"] < 4 == alone[1][1].final["epoch"]  # run 0 met its target early
+    assert _differences(alone, together) <= (1e-12 if float64 else 1e-5)
+
+
+def test_the_stacks_of_a_deep_tanh_net_agree_in_float64():
+    """Where fp32 rounding grows through depth, float64 shows the stack computes the same thing."""
+    runs, one = _job("RP-F3", float64=True)
+    assert _differences([one(i) for i in runs], run_together(runs, one)) <= 1e-12
+
+
+@pytest.mark.parametrize("leak", ["seed", "mask", "stopping rule"])
+def test_a_leak_fails(leak):
+    """The comparison is not vacuous: two runs trained with each other's seed, mask or stopping rule
+    (as a stack that mixed up its runs would) are caught."""
+    swap = {"seed": dict(seeds=(2, 1, 3)), "mask": dict(mask_seeds=(2, 1, 3)),
+            "stopping rule": dict(stops=[2.0, 0.3, 2.0])}[leak]
+    family = "TG-F6" if leak == "stopping rule" else "RP-F3"
+    base = dict(stops=[0.3, 2.0, 2.0]) if leak == "stopping rule" else {}
+    runs, one = _job(family, **base)
+    _, mixed = _job(family, **swap)
+    with pytest.raises(AssertionError):
+        assert _differences([one(i) for i in runs], run_together(runs, mixed)) <= 1e-5
+
+
+def test_a_run_that_diverges_leaves_the_stack_and_the_others_go_on():
+    runs, one = _job("TG-F6", check_every=5, blow=1)  # run 1's loss is NaN from its first step
+    alone = [one(i) for i in runs]
+    together = run_together(runs, one)
+    assert [r.diverged for _, r, _ in together] == [False, True, False]
+    assert together[1][1].final["step"] == 5 and together[1][1].final["test_acc"] == pytest.approx(0.1)
+    assert together[0][1].final["epoch"] == 4
+    assert _differences(alone, together) <= 1e-5
+
+
+def test_a_stack_interrupted_resumes_each_run_from_its_own_checkpoint(tmp_path):
+    """Killed after an epoch, a job resumes: every run from its checkpoint, the same final weights as
+    a stack that was never interrupted, bit for bit; checkpoints load in ``fit`` as its own."""
+    class Killed(Exception):
+        pass
+
+    def kill_at_2(i, epoch, m):
+        if epoch == 2:
+            raise Killed
+        return []
+
+    runs, one = _job("RP-F3", checkpoints=tmp_path / "a")
+    (tmp_path / "a").mkdir()
+    _, killed = _job("RP-F3", checkpoints=tmp_path / "a", hook=kill_at_2)
+    with pytest.raises(Killed):
+        run_together(runs, killed)
+    assert all(torch.load(tmp_path / "a" / f"run{i}.pt", weights_only=True)["history"][-1]["epoch"] == 1
+               for i in runs)
+    resumed = run_together(runs, one)
+    (tmp_path / "b").mkdir()
+    _, fresh = _job("RP-F3", checkpoints=tmp_path / "b")
+    uninterrupted = run_together(runs, fresh)
+    for (m1, r1, _), (m2, r2, _) in zip(resumed, uninterrupted):
+        assert all(torch.equal(p, q) for p, q in zip(m1.state_dict().values(), m2.state_dict().values()))
+        assert [h["epoch"] for h in r1.history] == [h["epoch"] for h in r2.history] == [0, 1, 2, 3, 4]
+    # fit alone reads a stacked run's checkpoint as its own: finished, it trains no further
+    model, run, _ = one(0)
+    assert run.final["epoch"] == 4 and torch.equal(model.layers[0].weight, resumed[0][0].layers[0].weight)
+
+
+def test_runs_at_different_epochs_train_in_separate_stacks(tmp_path):
+    runs, one = _job("TG-F6", checkpoints=tmp_path)
+    one(0)  # run 0 finished alone; runs 1 and 2 start afresh
+    states = fit_together(_record(one, runs))
+    assert [s["history"][-1]["epoch"] for s in states] == [4, 4, 4]
+    assert len(states[0]["history"]) == 5
+
+
+def test_what_does_not_stack_trains_alone_and_a_recipe_can_turn_it_off():
+    runs, one = _job("TG-F6")
+    calls = _record(one, [0])
+    calls[0].model.add_module("bn", torch.nn.BatchNorm1d(3))
+    assert "batch norm" in stackable(calls[0])
+    assert ensembled({"recipe": {"name": "x"}}) and not ensembled({"recipe": {"name": "x", "ensemble": False}})
+    alone = [one(i) for i in runs]
+    off = run_together(runs, one, stack=lambda i: False)
+    assert _differences(alone, off) == 0.0
