@@ -202,3 +202,13 @@ def test_what_does_not_stack_trains_alone_and_a_recipe_can_turn_it_off():
     alone = [one(i) for i in runs]
     off = run_together(runs, one, stack=lambda i: False)
     assert _differences(alone, off) == 0.0
+
+
+def test_turning_ensembles_off_keeps_every_fingerprint():
+    """``ensemble`` changes float rounding, not a run: its checkpoints resume either way."""
+    from reluinit.fingerprint import settings_fingerprint
+
+    s = {"seed": 1, "recipe": {"name": "r", "lr": 0.1}}
+    off = {"seed": 1, "recipe": {"name": "r", "lr": 0.1, "ensemble": False}}
+    assert settings_fingerprint(s, net=0) == settings_fingerprint(off, net=0)
+    assert settings_fingerprint(s) != settings_fingerprint({**s, "recipe": {"name": "r", "lr": 0.2}})

@@ -13,6 +13,9 @@ import json
 
 # Settings that say how a job is scheduled or where files live, not what a run computes.
 BOOKKEEPING = frozenset({"resources", "runs_per_job", "optional", "data_dir"})
+# A recipe's keys of that kind: whether runs train stacked (``ensemble``) changes float rounding,
+# not the run, so a checkpoint written either way resumes the other way.
+RECIPE_BOOKKEEPING = frozenset({"ensemble"})
 
 
 def plain(value):
@@ -25,6 +28,8 @@ def settings_fingerprint(settings: dict, exclude=(), **run) -> dict:
     """What determines one training run: ``settings`` without bookkeeping (and ``exclude``),
     and the run's own values (``run``: its axes, seed, ...), as plain data."""
     kept = {k: v for k, v in settings.items() if k not in BOOKKEEPING and k not in set(exclude)}
+    if isinstance(kept.get("recipe"), dict):
+        kept["recipe"] = {k: v for k, v in kept["recipe"].items() if k not in RECIPE_BOOKKEEPING}
     return plain({**kept, **({"run": run} if run else {})})
 
 
