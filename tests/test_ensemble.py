@@ -212,3 +212,15 @@ def test_turning_ensembles_off_keeps_every_fingerprint():
     off = {"seed": 1, "recipe": {"name": "r", "lr": 0.1, "ensemble": False}}
     assert settings_fingerprint(s, net=0) == settings_fingerprint(off, net=0)
     assert settings_fingerprint(s) != settings_fingerprint({**s, "recipe": {"name": "r", "lr": 0.2}})
+
+
+def test_the_benchmark_times_both_ways_and_prints_the_difference():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "reluinit.tools.benchmark", "training", "--steps", "3", "-k", "2",
+                          "--only", "EP-F7", "--device", "cpu"], capture_output=True, text=True, check=True).stdout
+    row = next(line for line in out.splitlines() if line.startswith("EP-F7"))
+    k, alone, together, ratio, rate, diff, diff64 = row.split()[1:8]
+    assert k == "2" and alone.endswith("s") and together.endswith("s") and ratio.endswith("x")
+    assert float(diff) <= 1e-5 and float(diff64) <= 1e-12

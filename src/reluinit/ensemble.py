@@ -332,11 +332,13 @@ def _train(members: list[_Member], n_epochs: int, steps_per_epoch: int) -> None:
             if not bool(finite[i]):
                 _diverge(m, epoch, step, lr, seconds_train, c)
                 continue
+            evaluated = time.perf_counter()
             test_loss, test_acc = evaluate(m.model, c.test, recipe.eval_batch_size, autocast, c.loss_fn,
                                            recipe.eval_examples)
             train_loss, train_acc = float(loss_sum[i]) / max(seen, 1), int(correct[i]) / max(seen, 1)
+            # as ``fit``'s rows: ``seconds`` with the run's evaluation, ``train_seconds`` its steps alone
             m.run.history.append(_row(epoch, step, lr, train_loss, train_acc, test_loss, test_acc,
-                                      seconds_train, train_seconds=seconds_train))
+                                      seconds_train + time.perf_counter() - evaluated, train_seconds=seconds_train))
             m.run.measures += [dict(row, epoch=epoch) for row in (c.on_epoch(epoch, m.model) if c.on_epoch else [])]
             m.save()
         accs = [m.run.final["test_acc"] for m in stack.members]

@@ -20,7 +20,8 @@ layout (NCHW) and the same batch, side by side; with
 
 ``training``: seconds to train K small nets of the papers one by one (``training.fit``) and as one
 stacked model (``ensemble.run_together``), the ratio, and the largest relative difference of any
-weight between the two (float rounding: a batched product rounds differently): TG-F6's 20 MLPs,
+weight between the two (float rounding: a batched product rounds differently; the same on 2 runs
+in float64, where it is rounding of 1e-16 grown by training alone): TG-F6's 20 MLPs,
 RP-F3's 27 depth-20 and depth-100 tanh nets (each with its own mask) and EP-F7's 3 nets that train
 W^(1), at their recipes' batch sizes and optimizers, on MNIST-shaped random data.
 
@@ -322,9 +323,9 @@ ENSEMBLES = [
 ]
 
 
-def _ensemble_runs(case, k: int, device, data, steps: int):
-    """``k`` runs of one case as ``training_jobs`` makes them: each its own seed (and its own random
-    masks at RP-F3's nine sparsities), on MNIST-shaped data."""
+def _ensemble_runs(case, device, data, steps: int, dtype=torch.float32):
+    """A function training run ``seed`` of one case as ``training_jobs`` would: its own seed (and
+    its own random mask at one of RP-F3's nine sparsities), on ``data``; returns the model."""
     from ..inits import init_point
     from ..models import build
     from ..pruning import apply_masks
@@ -338,7 +339,7 @@ def _ensemble_runs(case, k: int, device, data, steps: int):
     def run(seed: int):
         model = build("ffnn", 10, (1, 28, 28), activation, width=width, depth=depth)
         initialize(model, "sigma", sigma_w=sigma_w, sigma_b=sigma_b, seed=seed)
-        model.to(device)
+        model.to(device, dtype)
         if name.startswith("RP"):
             gen = torch.Generator().manual_seed(seed)
             density = 1 - 0.1 * (1 + seed % 9)
@@ -363,7 +364,7 @@ def ensembles(a) -> None:
     print(f"device {device}, {torch.get_num_threads()} threads, {a.steps} steps per run, MNIST-shaped random data, "
           f"best of {a.repeats}")
     print(f"{'nets':17s} {'K':>3s} {'one by one':>11s} {'ensemble':>9s} {'ratio':>6s} {'run-steps/s':>12s} "
-          f"{'max rel diff':>13s}  differ by")
+          f"{'max rel diff':>13s} {'in float64':>13s}  differ by")
     for case in ENSEMBLES:
         if a.only and not any(case[0].startswith(o) for o in a.only):
             continue
@@ -371,9 +372,13 @@ def ensembles(a) -> None:
         n = a.steps * case[5]["batch_size"]
         x = torch.randn(n, 1, 28, 28, generator=gen)
         y = torch.randint(0, 10, (n,), generator=gen)
-        data = (DeviceData(x, y, device, mean=torch.zeros(()), std=torch.ones(())),
-                DeviceData(x[:1000], y[:1000], device, mean=torch.zeros(()), std=torch.ones(())))
-        run = _ensemble_runs(case, k, device, data, a.steps)
+
+        def data(dtype, x=x, y=y):
+            zero, one = torch.zeros((), dtype=dtype), torch.ones((), dtype=dtype)
+            return (DeviceData(x, y, device, mean=zero, std=one, dtype=dtype),
+                    DeviceData(x[:1000], y[:1000], device, mean=zero, std=one, dtype=dtype))
+
+        run = _ensemble_runs(case, device, data(torch.float32), a.steps)
         run_together([10**6, 10**6 + 1], run)  # warm-up: both paths, allocator, kernels
         t_alone = t_together = float("inf")
         for _ in range(a.repeats):  # the best of interleaved repeats: a busy machine only slows one
@@ -386,11 +391,19 @@ def ensembles(a) -> None:
             together = run_together(list(range(k)), run)
             _sync()
             t_together = min(t_together, time.perf_counter() - t0)
-        diff = max(float((p - q).abs().max() / p.abs().max().clamp_min(1e-30))
-                   for m1, m2 in zip(alone, together)
-                   for p, q in zip(m1.state_dict().values(), m2.state_dict().values()) if p.is_floating_point())
+        # the same comparison in float64 on 2 runs: what is left of the difference when rounding is 1e-16
+        run64 = _ensemble_runs(case, device, data(torch.float64), a.steps, torch.float64)
         print(f"{case[0]:17s} {k:3d} {t_alone:10.2f}s {t_together:8.2f}s {t_alone / t_together:5.1f}x "
-              f"{k * a.steps / t_together:12.0f} {diff:13.1e}  {case[7]}")
+              f"{k * a.steps / t_together:12.0f} {_largest_difference(alone, together):13.1e} "
+              f"{_largest_difference([run64(0), run64(1)], run_together([0, 1], run64)):13.1e}  {case[7]}")
+
+
+def _largest_difference(alone, together) -> float:
+    """The largest difference of any weight between two lists of models, relative to the largest
+    weight of its tensor."""
+    return max(float((p - q).abs().max() / p.abs().max().clamp_min(1e-30))
+               for m1, m2 in zip(alone, together)
+               for p, q in zip(m1.state_dict().values(), m2.state_dict().values()) if p.is_floating_point())
 
 
 def training(a) -> None:
