@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from reluinit import datasets, pruning
-from reluinit.ensemble import fit_together, run_together, signature, stackable
+from reluinit.ensemble import fit_together, pays, run_together, signature, stackable
 from reluinit.experiments import ensembled
 from reluinit.inits import initialize
 from reluinit.models import build
@@ -119,7 +119,7 @@ def test_a_stack_trains_each_run_as_it_trains_alone(family):
     calls = _record(one, runs)
     assert len(calls) == 3 and all(stackable(c) is None for c in calls)
     assert len({signature(c) for c in calls}) == 1
-    together = run_together(runs, one)
+    together = run_together(runs, one, always=True)  # RP-T4's cnn stacks on a GPU only (``pays``)
     assert together[1][1].final["step"] >= 100  # at least 100 steps
     assert alone[0][1].final["epoch"] < 4 == alone[1][1].final["epoch"]  # run 0 met its target early
     assert _differences(alone, together) <= (1e-12 if float64 else 1e-5)
@@ -198,6 +198,8 @@ def test_what_does_not_stack_trains_alone_and_a_recipe_can_turn_it_off():
     calls = _record(one, [0])
     calls[0].model.add_module("bn", torch.nn.BatchNorm1d(3))
     assert "batch norm" in stackable(calls[0])
+    cnn = _record(_job("RP-T4")[1], [0])[0]
+    assert pays(calls[0]) and not pays(cnn)  # on the CPU a stack of convolutions is slower
     assert ensembled({"recipe": {"name": "x"}}) and not ensembled({"recipe": {"name": "x", "ensemble": False}})
     alone = [one(i) for i in runs]
     off = run_together(runs, one, stack=lambda i: False)
