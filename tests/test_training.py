@@ -258,3 +258,26 @@ def test_cifar_is_normalised_with_the_rp_authors_fixed_constants_when_asked():
     mean, std = (torch.tensor(c).view(1, 3, 1, 1) for c in datasets.FIXED_STATS["cifar10"])
     assert torch.allclose(fixed.x, (x - mean) / std)
     assert torch.allclose(own.x.mean(dim=(0, 2, 3)), torch.zeros(3), atol=1e-6)  # its own statistics
+
+
+def test_a_recipes_precision_sets_tf32_for_the_run_and_restores_it():
+    """fp32 means fp32: TF32 off in matmuls and convolutions while the run trains (PyTorch's
+    default lets convolutions use it), on for ``tf32``; the flags are put back afterwards."""
+    model, train, test = _tiny()
+
+    def flags():
+        return torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+
+    old = flags()
+    try:
+        for precision, outside, inside in (("fp32", True, False), ("tf32", False, True), ("bf16", True, False)):
+            seen = []
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = outside
+            fit(model, train, test, Recipe(optimizer="sgd", lr=0.01, iterations=2, batch_size=32, precision=precision),
+                seed=0, on_epoch=lambda epoch, m, seen=seen: seen.append(flags()) or [])
+            assert set(seen) == {(inside, inside)}, precision
+            assert flags() == (outside, outside), precision
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+    with pytest.raises(ValueError, match="fp32, tf32, bf16 or auto"):
+        Recipe(precision="fp16").autocast_dtype(torch.device("cpu"))

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .nets import ACTIVATIONS, MLP
+from .nets import ACTIVATIONS, MLP, tf32
 from .training import FitCall, Run, _row, cross_entropy, evaluate, fit_state
 
 log = logging.getLogger(__name__)
@@ -249,7 +249,8 @@ def fit_together(calls: list[FitCall]) -> list[dict]:
         else:
             by_position.setdefault(m.position, []).append(m)
     for group in by_position.values():
-        _train(group, n_epochs, steps_per_epoch)
+        with tf32(recipe.precision == "tf32"):  # as ``fit``
+            _train(group, n_epochs, steps_per_epoch)
     return [m.state for m in members]
 
 

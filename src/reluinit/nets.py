@@ -7,6 +7,7 @@ measured at initialization, pruned and trained, so every paper reads it the same
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import torch
@@ -29,6 +30,21 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     if str(device) == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
+
+
+@contextlib.contextmanager
+def tf32(enabled: bool):
+    """Within, CUDA matmuls and cuDNN convolutions use TF32 (``enabled``) or true fp32; the flags
+    are restored after. PyTorch's default lets convolutions, not matmuls, use TF32 on Ampere and
+    later GPUs, so a run that says fp32 would train its convolutions at another precision than a
+    CPU or the papers' GPUs. The legacy flags, set together, so no reader finds them mixed. Does
+    nothing on a CPU."""
+    old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = bool(enabled)
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
 
 
 class MLP(nn.Module):

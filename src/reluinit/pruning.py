@@ -28,7 +28,7 @@ from torch.func import functional_call
 from torch.nn.utils import parametrize
 
 from .models import pruning_view, weight_layers
-from .nets import MLP
+from .nets import MLP, tf32
 
 Masks = dict[str, torch.Tensor]
 
@@ -88,12 +88,8 @@ def full_fp32(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-        try:
+        with tf32(False):
             return fn(*args, **kwargs)
-        finally:
-            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
 
     return wrapper
 
@@ -308,12 +304,20 @@ class _Mask(nn.Module):
     """A parametrization ``weight = original * mask``: pruned weights are exactly zero in every
     forward pass, whatever an optimizer does to the stored original."""
 
-    def __init__(self, mask: torch.Tensor):
+    def __init__(self, mask: torch.Tensor, dtype: torch.dtype = torch.float32):
         super().__init__()
         self.register_buffer("mask", mask)
+        # the mask as the weights' float type, kept (not saved: the bool one is), so that no step
+        # casts it again; ``model.to(dtype)`` converts it with the weights
+        self.register_buffer("factor", mask.to(dtype), persistent=False)
 
     def forward(self, w):
-        return w * self.mask.to(w.dtype)
+        factor = self.factor if self.factor.dtype == w.dtype else self.mask.to(w.dtype)
+        return w * factor
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        self.factor = self.mask.to(self.factor.dtype)  # a loaded mask: its float copy follows
 
 
 def apply_masks(model: nn.Module, masks: Masks) -> nn.Module:
@@ -327,7 +331,7 @@ def apply_masks(model: nn.Module, masks: Masks) -> nn.Module:
         module = modules[name.rsplit(".", 1)[0]]
         with torch.no_grad():
             module.weight.mul_(mask.to(module.weight.dtype))
-        parametrize.register_parametrization(module, "weight", _Mask(mask.to(module.weight.device)))
+        parametrize.register_parametrization(module, "weight", _Mask(mask.to(module.weight.device), module.weight.dtype))
     return model
 
 

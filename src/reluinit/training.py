@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import datasets, fingerprint, integrity
+from .nets import tf32
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,8 +45,11 @@ class Recipe:
 
     Length is ``epochs`` or, when given, ``iterations`` (optimizer steps; the last epoch is cut
     short). ``schedule``: ``"constant"``, ``"step"`` (x ``gamma`` at 1/2 and 3/4 of the epochs, as
-    RP trains) or a list of milestone epochs. ``precision``: ``"fp32"``, ``"bf16"`` (autocast) or
-    ``"auto"`` (bf16 on CUDA, fp32 elsewhere).
+    RP trains) or a list of milestone epochs. ``precision``: ``"fp32"`` (true fp32: TF32 is off
+    in CUDA matmuls and cuDNN convolutions for the run, which PyTorch would otherwise let
+    convolutions use), ``"tf32"`` (TF32 on for both: a GPU's faster fp32, 10-bit mantissa
+    products), ``"bf16"`` (autocast) or ``"auto"`` (bf16 on CUDA, fp32 elsewhere). On a CPU
+    ``fp32`` and ``tf32`` are the same.
     """
 
     optimizer: str = "sgd"
@@ -100,8 +104,10 @@ class Recipe:
         """The optimizer over ``params``; parameters marked ``no_weight_decay`` (a learnt scale such
         as EP's trajectory-regularization lambda) get none, and one with an ``lr_scale`` learns at
         that multiple of the recipe's rate (``fit`` keeps the multiple through the schedule).
-        ``fused``: torch's one-kernel implementation (the same update, rounded in another order;
-        what a stack of runs uses, ``ensemble``), else the per-tensor-list one."""
+        SGD is torch's fused one-kernel implementation on CUDA, the per-tensor one elsewhere (on
+        the CPU the fused one rounds some elements differently, so a CPU run keeps its numbers);
+        ``fused`` asks for it on the CPU too, and for Adam's, which rounds in another order on
+        every device: what a stack of runs uses (``ensemble``), equal to its runs up to rounding."""
         params = list(params)
         special = [p for p in params if getattr(p, "no_weight_decay", False) or hasattr(p, "lr_scale")]
         if special:
@@ -114,17 +120,27 @@ class Recipe:
             params = [g for g in groups if g["params"]]
         if self.optimizer == "sgd":
             return torch.optim.SGD(params, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay,
-                                   nesterov=self.nesterov, fused=fused or None)
+                                   nesterov=self.nesterov,
+                                   fused=(fused and _fusable(params)) or _fusable(params, cpu=False) or None)
         if self.optimizer == "adam":
-            return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay, fused=fused or None)
+            return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay,
+                                    fused=(fused and _fusable(params)) or None)
         raise ValueError(f"unknown optimizer {self.optimizer!r}; known: sgd, adam")
 
     def autocast_dtype(self, device: torch.device) -> torch.dtype | None:
         if self.precision == "bf16" or (self.precision == "auto" and device.type == "cuda"):
             return torch.bfloat16
-        if self.precision in ("fp32", "auto"):
+        if self.precision in ("fp32", "tf32", "auto"):
             return None
-        raise ValueError(f"precision must be fp32, bf16 or auto, not {self.precision!r}")
+        raise ValueError(f"precision must be fp32, tf32, bf16 or auto, not {self.precision!r}")
+
+
+def _fusable(params, cpu: bool = True) -> bool:
+    """Whether torch's fused optimizers run on these parameters' devices (CUDA, and the CPU unless
+    ``cpu`` is False)."""
+    groups = params if params and isinstance(params[0], dict) else [{"params": params}]
+    devices = ("cpu", "cuda") if cpu else ("cuda",)
+    return bool(groups) and all(p.device.type in devices for g in groups for p in g["params"])
 
 
 # --- data resident on the device ------------------------------------------------------------------
@@ -144,8 +160,10 @@ class DeviceData:
             x = (x - self.mean) / self.std
         else:
             self.mean = self.std = None
-        self.x, self.y = x.contiguous(), y.to(device)
         self.channels_last = channels_last and x.dim() == 4
+        # stored once in the layout the model trains in: a batch is then a slice, never a second copy
+        self.x = x.contiguous(memory_format=torch.channels_last if self.channels_last else torch.contiguous_format)
+        self.y = y.to(device)
         self.device = torch.device(device)
 
     @classmethod
@@ -174,8 +192,12 @@ class DeviceData:
         """The examples at ``idx`` (any shape: ``[B]``, or ``[K, B]`` for K runs' batches at once),
         gathered with ``index_select`` (several times faster than indexing on the CPU)."""
         flat = idx.flatten()
-        return (self.x.index_select(0, flat).view(*idx.shape, *self.x.shape[1:]),
-                self.y.index_select(0, flat).view(idx.shape))
+        y = self.y.index_select(0, flat).view(idx.shape)
+        if self.channels_last:  # gathered as NHWC rows, viewed back as NCHW: channels-last, no copy
+            n, c, h, w = self.x.shape
+            rows = self.x.permute(0, 2, 3, 1).index_select(0, flat)
+            return rows.view(*idx.shape, h, w, c).movedim(-1, -3), y
+        return self.x.index_select(0, flat).view(*idx.shape, *self.x.shape[1:]), y
 
     def eval_batches(self, batch_size: int, n: int | None = None):
         """The first ``n`` examples (all by default) in order, ``batch_size`` at a time."""
@@ -338,6 +360,11 @@ def fit(model: nn.Module, train: DeviceData, test: DeviceData, recipe: Recipe, *
         deferred.append(FitCall(model, train, test, recipe, seed, checkpoint, masks, on_epoch, loss_fn, n_classes,
                                 stop_when))
         raise Deferred
+    with tf32(recipe.precision == "tf32"):  # fp32 means fp32 on a GPU too (``Recipe``)
+        return _fit(model, train, test, recipe, seed, checkpoint, masks, on_epoch, loss_fn, n_classes, stop_when)
+
+
+def _fit(model, train, test, recipe, seed, checkpoint, masks, on_epoch, loss_fn, n_classes, stop_when) -> Run:
     device = train.device
     n_classes = n_classes or int(train.y.max().item()) + 1
     steps_per_epoch = math.ceil(len(train) / recipe.batch_size)
