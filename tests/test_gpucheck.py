@@ -40,7 +40,7 @@ def test_the_tiny_check_writes_every_table_with_its_columns_and_a_report(tiny):
     out, seconds = tiny
     assert gpucheck.problems(out) == []
     report = (out / gpucheck.REPORT).read_text()
-    for stage in ("facts", "agreement", "throughput", "packing", "reference-check"):
+    for stage in ("facts", "agreement", "throughput", "ensembles", "packing", "reference-check"):
         assert f"| {stage} | done |" in report
     assert seconds < 90, f"the tiny check took {seconds:.0f} s (about 45 s on 2 cores)"
 
@@ -81,6 +81,14 @@ def test_throughput_has_a_row_per_training_family_of_the_subset(tiny):
     assert row["projected_hours"] == pytest.approx((steps * row["seconds_per_step"] + evaluation) / 3600)
     cost = pd.read_csv(tiny[0] / "gpu-cost.csv")
     assert len(cost) == len(table) and set(cost["device"]) == {"cpu"}
+
+
+def test_ensembles_time_small_nets_one_by_one_and_stacked(tiny):
+    table = pd.read_csv(tiny[0] / "ensembles.csv")
+    assert list(table["nets"]) == ["TG-F6", "EP-F7"] and set(table["k"]) == {2}
+    assert (table["alone_s"] > 0).all() and (table["stacked_s"] > 0).all()
+    assert table["ratio"].to_numpy() == pytest.approx((table["alone_s"] / table["stacked_s"]).to_numpy())
+    assert (table["max_rel_difference"] <= 1e-5).all() and (table["max_rel_difference_float64"] <= 1e-12).all()
 
 
 def test_packing_times_one_and_two_processes(tiny):

@@ -15,6 +15,8 @@ the report says so.
 * ``throughput.csv``: optimizer steps per second of every training family of the paper DAG, the
   engine beside a plain ``DataLoader`` baseline, and each job's projected hours beside those its
   config declares (``gpucheck.throughput``).
+* ``ensembles.csv``: many small nets trained one by one and as one stacked model
+  (``reluinit.ensemble``): seconds, the ratio, the largest weight difference.
 * ``packing.csv``: 1, 2, 4 and 8 training processes sharing the device.
 * ``reference-check.csv``: cells of ``reference/paper/`` recomputed on the device with the same
   seeds (``gpucheck.cells``).
@@ -47,6 +49,8 @@ COLUMNS = {
                    "seconds_per_step", "eval_seconds_per_image", "train_images", "steps_per_epoch",
                    "seconds_per_epoch", "epochs", "projected_hours", "declared_hours", "baseline_workers",
                    "baseline_steps_per_s", "engine_gain", "status", "device"],
+    "ensembles": ["nets", "k", "steps", "alone_s", "stacked_s", "ratio", "stacked_run_steps_per_s",
+                  "max_rel_difference", "max_rel_difference_float64", "differ_by", "device"],
     "packing": ["processes", "process", "steps_timed", "steps_per_s", "memory_mb", "aggregate_steps_per_s",
                 "gain_over_one", "device"],
     "reference-check": ["experiment", "cell", "net", "quantity", "layer", "device_value", "reference_value",
@@ -109,7 +113,24 @@ def _stages():
     from . import agreement, cells, throughput
 
     return [("facts", 5, 1, facts), ("agreement", 90, 15, agreement.run), ("throughput", 200, 25, throughput.run),
-            ("packing", 70, 10, throughput.packing), ("reference-check", 90, 10, cells.run)]
+            ("ensembles", 60, 10, ensembles), ("packing", 70, 10, throughput.packing),
+            ("reference-check", 90, 10, cells.run)]
+
+
+def ensembles(check: Check):
+    """Many small nets one by one and stacked (``reluinit.ensemble``), as ``python -m
+    reluinit.tools.benchmark training`` times them: TG-F6's 20 nets, RP-F3's depth-20 and depth-100
+    nets 9 at a time (one job's stack at the paper scale), EP-F7's 3; 50 steps each (``--tiny``: 2
+    runs, 3 steps)."""
+    import pandas as pd
+
+    from ..tools.benchmark import ensemble_rows
+
+    if check.tiny:
+        return pd.DataFrame(ensemble_rows(check.device, 3, only=["TG-F6", "EP-F7"], k=2))
+    rows = ensemble_rows(check.device, 50, only=["TG-F6", "EP-F7"])
+    rows += ensemble_rows(check.device, 50, only=["RP-F3"], k=9)
+    return pd.DataFrame(rows)
 
 
 def facts(check: Check):

@@ -41,6 +41,7 @@ def write(check) -> Path:
         parts += ["## Facts\n", _md(facts), ""]
     parts += _agreement(_read(out, "agreement"))
     parts += _throughput(_read(out, "throughput"), check)
+    parts += _ensembles(_read(out, "ensembles"))
     parts += _packing(_read(out, "packing"))
     parts += _cells(_read(out, "reference-check"))
     path = out / REPORT
@@ -98,6 +99,17 @@ def _bill(check, cost_path: Path) -> str:
         except Exception as e:  # the bill is a summary; the tables stand without it
             _bills[key] = f"The paper DAG could not be priced from the costs: {type(e).__name__}: {e}\n"
     return _bills[key]
+
+
+def _ensembles(t: pd.DataFrame | None) -> list[str]:
+    if t is None:
+        return []
+    cols = ["nets", "k", "steps", "alone_s", "stacked_s", "ratio", "stacked_run_steps_per_s", "max_rel_difference",
+            "max_rel_difference_float64"]
+    return ["## Many small nets: one by one and stacked\n",
+            "K runs of each net trained one by one and as one stacked model (`reluinit.ensemble`), MNIST shapes, "
+            "the recipes' batch sizes; the largest relative weight difference in fp32 and, on 2 runs, in float64.\n",
+            _md(t[cols], ".3g"), ""]
 
 
 def _packing(t: pd.DataFrame | None) -> list[str]:

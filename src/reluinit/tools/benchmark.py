@@ -354,22 +354,23 @@ def _ensemble_runs(case, device, data, steps: int, dtype=torch.float32):
     return run
 
 
-def ensembles(a) -> None:
-    """K runs one by one (``training.fit``) and as one stack (``ensemble.run_together``)."""
+def ensemble_rows(device, steps: int, only=None, k: int | None = None, repeats: int = 1, float64: bool = True):
+    """One row per net of ``ENSEMBLES`` (those whose names start with one of ``only``): K runs timed
+    one by one (``training.fit``) and as one stack (``ensemble.run_together``, ``always``), the best
+    of ``repeats`` interleaved timings, and the largest relative weight difference (fp32, and with
+    ``float64`` the same on 2 runs in float64). What ``benchmark training`` prints and the GPU
+    check's ``ensembles`` stage writes."""
     from ..ensemble import run_together
     from ..training import DeviceData
 
-    device = resolve_device(a.device)
+    device = resolve_device(device)
     gen = torch.Generator().manual_seed(0)
-    print(f"device {device}, {torch.get_num_threads()} threads, {a.steps} steps per run, MNIST-shaped random data, "
-          f"best of {a.repeats}")
-    print(f"{'nets':17s} {'K':>3s} {'one by one':>11s} {'ensemble':>9s} {'ratio':>6s} {'run-steps/s':>12s} "
-          f"{'max rel diff':>13s} {'in float64':>13s}  differ by")
+    rows = []
     for case in ENSEMBLES:
-        if a.only and not any(case[0].startswith(o) for o in a.only):
+        if only and not any(case[0].startswith(o) for o in only):
             continue
-        k = a.k or case[6]
-        n = a.steps * case[5]["batch_size"]
+        n_runs = k or case[6]
+        n = steps * case[5]["batch_size"]
         x = torch.randn(n, 1, 28, 28, generator=gen)
         y = torch.randint(0, 10, (n,), generator=gen)
 
@@ -378,24 +379,41 @@ def ensembles(a) -> None:
             return (DeviceData(x, y, device, mean=zero, std=one, dtype=dtype),
                     DeviceData(x[:1000], y[:1000], device, mean=zero, std=one, dtype=dtype))
 
-        run = _ensemble_runs(case, device, data(torch.float32), a.steps)
-        run_together([10**6, 10**6 + 1], run)  # warm-up: both paths, allocator, kernels
+        run = _ensemble_runs(case, device, data(torch.float32), steps)
+        run_together([10**6, 10**6 + 1], run, always=True)  # warm-up: both paths, allocator, kernels
         t_alone = t_together = float("inf")
-        for _ in range(a.repeats):  # the best of interleaved repeats: a busy machine only slows one
+        for _ in range(repeats):  # the best of interleaved repeats: a busy machine only slows one
             _sync()
             t0 = time.perf_counter()
-            alone = [run(seed) for seed in range(k)]
+            alone = [run(seed) for seed in range(n_runs)]
             _sync()
             t_alone = min(t_alone, time.perf_counter() - t0)
             t0 = time.perf_counter()
-            together = run_together(list(range(k)), run)
+            together = run_together(list(range(n_runs)), run, always=True)
             _sync()
             t_together = min(t_together, time.perf_counter() - t0)
-        # the same comparison in float64 on 2 runs: what is left of the difference when rounding is 1e-16
-        run64 = _ensemble_runs(case, device, data(torch.float64), a.steps, torch.float64)
-        print(f"{case[0]:17s} {k:3d} {t_alone:10.2f}s {t_together:8.2f}s {t_alone / t_together:5.1f}x "
-              f"{k * a.steps / t_together:12.0f} {_largest_difference(alone, together):13.1e} "
-              f"{_largest_difference([run64(0), run64(1)], run_together([0, 1], run64)):13.1e}  {case[7]}")
+        row = dict(nets=case[0], k=n_runs, steps=steps, alone_s=t_alone, stacked_s=t_together,
+                   ratio=t_alone / t_together, stacked_run_steps_per_s=n_runs * steps / t_together,
+                   max_rel_difference=_largest_difference(alone, together), max_rel_difference_float64=float("nan"),
+                   differ_by=case[7], device=str(device))
+        if float64:  # what is left of the difference when rounding is 1e-16
+            run64 = _ensemble_runs(case, device, data(torch.float64), steps, torch.float64)
+            row["max_rel_difference_float64"] = _largest_difference([run64(0), run64(1)],
+                                                                    run_together([0, 1], run64, always=True))
+        rows.append(row)
+    return rows
+
+
+def ensembles(a) -> None:
+    """K runs one by one (``training.fit``) and as one stack (``ensemble.run_together``)."""
+    print(f"device {resolve_device(a.device)}, {torch.get_num_threads()} threads, {a.steps} steps per run, "
+          f"MNIST-shaped random data, best of {a.repeats}")
+    print(f"{'nets':17s} {'K':>3s} {'one by one':>11s} {'ensemble':>9s} {'ratio':>6s} {'run-steps/s':>12s} "
+          f"{'max rel diff':>13s} {'in float64':>13s}  differ by")
+    for r in ensemble_rows(a.device, a.steps, a.only, a.k, a.repeats):
+        print(f"{r['nets']:17s} {r['k']:3d} {r['alone_s']:10.2f}s {r['stacked_s']:8.2f}s {r['ratio']:5.1f}x "
+              f"{r['stacked_run_steps_per_s']:12.0f} {r['max_rel_difference']:13.1e} "
+              f"{r['max_rel_difference_float64']:13.1e}  {r['differ_by']}")
 
 
 def _largest_difference(alone, together) -> float:
