@@ -127,9 +127,9 @@ def ensembles(check: Check):
     from ..tools.benchmark import ensemble_rows
 
     if check.tiny:
-        return pd.DataFrame(ensemble_rows(check.device, 3, only=["TG-F6", "EP-F7"], k=2))
-    rows = ensemble_rows(check.device, 50, only=["TG-F6", "EP-F7"])
-    rows += ensemble_rows(check.device, 50, only=["RP-F3"], k=9)
+        return pd.DataFrame(list(ensemble_rows(check.device, 3, only=["TG-F6", "EP-F7"], k=2)))
+    rows = list(ensemble_rows(check.device, 50, only=["TG-F6", "EP-F7"]))
+    rows += list(ensemble_rows(check.device, 50, only=["RP-F3"], k=9))
     return pd.DataFrame(rows)
 
 

@@ -355,7 +355,7 @@ def _ensemble_runs(case, device, data, steps: int, dtype=torch.float32):
 
 
 def ensemble_rows(device, steps: int, only=None, k: int | None = None, repeats: int = 1, float64: bool = True):
-    """One row per net of ``ENSEMBLES`` (those whose names start with one of ``only``): K runs timed
+    """One row per net of ``ENSEMBLES``, each as soon as it is measured (those whose names start with one of ``only``): K runs timed
     one by one (``training.fit``) and as one stack (``ensemble.run_together``, ``always``), the best
     of ``repeats`` interleaved timings, and the largest relative weight difference (fp32, and with
     ``float64`` the same on 2 runs in float64). What ``benchmark training`` prints and the GPU
@@ -365,7 +365,6 @@ def ensemble_rows(device, steps: int, only=None, k: int | None = None, repeats: 
 
     device = resolve_device(device)
     gen = torch.Generator().manual_seed(0)
-    rows = []
     for case in ENSEMBLES:
         if only and not any(case[0].startswith(o) for o in only):
             continue
@@ -400,8 +399,7 @@ def ensemble_rows(device, steps: int, only=None, k: int | None = None, repeats: 
             run64 = _ensemble_runs(case, device, data(torch.float64), steps, torch.float64)
             row["max_rel_difference_float64"] = _largest_difference([run64(0), run64(1)],
                                                                     run_together([0, 1], run64, always=True))
-        rows.append(row)
-    return rows
+        yield row
 
 
 def ensembles(a) -> None:
@@ -413,7 +411,7 @@ def ensembles(a) -> None:
     for r in ensemble_rows(a.device, a.steps, a.only, a.k, a.repeats):
         print(f"{r['nets']:17s} {r['k']:3d} {r['alone_s']:10.2f}s {r['stacked_s']:8.2f}s {r['ratio']:5.1f}x "
               f"{r['stacked_run_steps_per_s']:12.0f} {r['max_rel_difference']:13.1e} "
-              f"{r['max_rel_difference_float64']:13.1e}  {r['differ_by']}")
+              f"{r['max_rel_difference_float64']:13.1e}  {r['differ_by']}", flush=True)
 
 
 def _largest_difference(alone, together) -> float:
