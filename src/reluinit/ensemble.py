@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .nets import ACTIVATIONS, MLP, tf32
-from .training import FitCall, Run, _row, cross_entropy, evaluate, fit_state
+from .training import FitCall, Run, _row, at_init, cross_entropy, diverged, evaluate, fit_state, resume, stopped
 
 log = logging.getLogger(__name__)
 
@@ -99,9 +99,7 @@ class _Member:
         return self.run.final["epoch"], self.run.final["step"]
 
     def finished(self, n_epochs: int) -> bool:
-        stop = self.call.stop_when
-        return (self.run.diverged or self.run.final["epoch"] >= n_epochs
-                or (stop is not None and self.run.final["epoch"] > 0 and stop(self.run.final)))
+        return self.run.final["epoch"] >= n_epochs or stopped(self.run, self.call.stop_when)
 
     def save(self) -> None:
         """This run's state as ``fit`` checkpoints it, written to its checkpoint when it has one."""
@@ -127,14 +125,10 @@ class _Stack:
                 if hasattr(first.params[n], attr):
                     setattr(stacked, attr, getattr(first.params[n], attr))
             self.params[n] = stacked
-        dtype = next(iter(self.params.values())).dtype
-        # frozen parameters (EP-F7 trains one layer) and buffers (pruning masks, as the weights'
-        # float type once rather than every step) stay constants
-        self.constants = {n: torch.stack([lay(n, dict(m.model.named_parameters())[n].detach()) for m in members])
-                          for n, _ in first.model.named_parameters() if n not in self.params}
-        for n, b in first.model.named_buffers():
-            stacked = torch.stack([lay(n, dict(m.model.named_buffers())[n]) for m in members])
-            self.constants[n] = stacked.to(dtype) if b.dtype == torch.bool else stacked
+        # frozen parameters (EP-F7 trains one layer) and buffers (pruning masks) stay constants
+        per_run = [{**dict(m.model.named_parameters()), **dict(m.model.named_buffers())} for m in members]
+        self.constants = {n: torch.stack([lay(n, tensors[n].detach()) for tensors in per_run])
+                          for n in per_run[0] if n not in self.params}
         self.opt = first.call.recipe.optimizer_for(self.params.values(), fused=True)
         for n, p in self.params.items():
             per_run = [m.opt.state.get(m.params[n], {}) for m in members]
@@ -210,7 +204,7 @@ def _mlp_forward(model: MLP):
     for i, layer in enumerate(model.layers):
         masked = hasattr(layer, "parametrizations")
         weight = f"layers.{i}.parametrizations.weight.original" if masked else f"layers.{i}.weight"
-        mask = f"layers.{i}.parametrizations.weight.0.mask" if masked else None
+        mask = f"layers.{i}.parametrizations.weight.0.factor" if masked else None  # the mask as a float
         bias = f"layers.{i}.bias" if layer.bias is not None else None
         layers.append((weight, mask, bias))
     last = len(layers) - 1
@@ -257,21 +251,12 @@ def fit_together(calls: list[FitCall]) -> list[dict]:
 def _start(m: _Member, n_epochs: int) -> None:
     """Resume ``m`` from its checkpoint, as ``fit`` does, or evaluate it at initialization."""
     c = m.call
-    device = c.train.device
-    state = c.checkpoint.load(device) if c.checkpoint else None
+    state = c.checkpoint.load(c.train.device) if c.checkpoint else None
     if state is not None:
-        m.model.load_state_dict(state["model"])
-        m.opt.load_state_dict(state["optimizer"])
-        m.gen.set_state(state["generator"].cpu())
-        m.run = Run(state["history"], state["measures"], state["diverged"])
-        m.state = state
+        m.run, m.state = resume(m.model, m.opt, m.gen, state), state
         log.info("resumed from %s at epoch %d of %d", c.checkpoint.path, m.run.final["epoch"], n_epochs)
-        return
-    r = c.recipe
-    test_loss, test_acc = evaluate(m.model, c.test, r.eval_batch_size, r.autocast_dtype(device), c.loss_fn,
-                                   r.eval_examples)
-    m.run.history.append(_row(0, 0, math.nan, math.nan, math.nan, test_loss, test_acc, 0.0))
-    m.run.measures += [dict(row, epoch=0) for row in (c.on_epoch(0, m.model) if c.on_epoch else [])]
+    else:
+        m.run = at_init(m.model, c.test, c.recipe, c.loss_fn, c.on_epoch)
 
 
 def _train(members: list[_Member], n_epochs: int, steps_per_epoch: int) -> None:
@@ -327,7 +312,7 @@ def _train(members: list[_Member], n_epochs: int, steps_per_epoch: int) -> None:
             if epoch_step % recipe.check_every == 0 and not bool(finite.all()):
                 # the runs whose loss turned non-finite stop here, as ``fit`` stops them; the rest go on
                 stack, keep, orders, loss_sum, correct, finite = _drop_diverged(
-                    stack, finite, orders, loss_sum, correct, epoch, epoch_step, lr, started, first)
+                    stack, finite, orders, loss_sum, correct, epoch, epoch_step, lr, started)
                 members, k = keep, len(keep)
                 if not members:
                     break
@@ -339,7 +324,7 @@ def _train(members: list[_Member], n_epochs: int, steps_per_epoch: int) -> None:
         for i, m in enumerate(stack.members):
             c = m.call
             if not bool(finite[i]):
-                _diverge(m, epoch, step, lr, seconds_train, c)
+                _diverge(m, epoch, step, lr, seconds_train)
                 continue
             evaluated = time.perf_counter()
             test_loss, test_acc = evaluate(m.model, c.test, recipe.eval_batch_size, autocast, c.loss_fn,
@@ -358,14 +343,14 @@ def _train(members: list[_Member], n_epochs: int, steps_per_epoch: int) -> None:
             m.save()
 
 
-def _drop_diverged(stack, finite, orders, loss_sum, correct, epoch, step, lr, started, first):
+def _drop_diverged(stack, finite, orders, loss_sum, correct, epoch, step, lr, started):
     """Write back, record the diverged runs (``fit``'s diverged row, checkpoint), and restack the rest."""
     stack.write_back()
     keep = [m for i, m in enumerate(stack.members) if bool(finite[i])]
     seconds = (time.perf_counter() - started) / len(stack.members)
     for i, m in enumerate(stack.members):
         if not bool(finite[i]):
-            _diverge(m, epoch, step, lr, seconds, m.call)
+            _diverge(m, epoch, step, lr, seconds)
     rows = torch.tensor([i for i in range(len(stack.members)) if bool(finite[i])], dtype=torch.long,
                         device=orders.device)
     new = _Stack(keep) if keep else None
@@ -374,13 +359,10 @@ def _drop_diverged(stack, finite, orders, loss_sum, correct, epoch, step, lr, st
     return new, keep, orders[rows], loss_sum[rows], correct[rows], finite[rows]
 
 
-def _diverge(m: _Member, epoch: int, step: int, lr: float, seconds: float, c: FitCall) -> None:
-    m.run.diverged = True
-    n_classes = c.n_classes or int(c.train.y.max().item()) + 1
-    log.warning("run %d, epoch %d: the loss became NaN or inf; the run stops and is recorded as diverged "
-                "(test accuracy = chance, 1/%d)", m.index, epoch, n_classes)
-    m.run.history.append(_row(epoch, step, lr, math.nan, math.nan, math.nan, 1.0 / n_classes, seconds,
-                              diverged=True))
+def _diverge(m: _Member, epoch: int, step: int, lr: float, seconds: float) -> None:
+    c = m.call
+    diverged(m.run, epoch, step, lr, c.n_classes or int(c.train.y.max().item()) + 1, seconds,
+             who=f"run {m.index} (seed {c.seed}), ")
     m.save()
 
 

@@ -140,7 +140,7 @@ def _fusable(params, cpu: bool = True) -> bool:
     ``cpu`` is False)."""
     groups = params if params and isinstance(params[0], dict) else [{"params": params}]
     devices = ("cpu", "cuda") if cpu else ("cuda",)
-    return bool(groups) and all(p.device.type in devices for g in groups for p in g["params"])
+    return all(p.device.type in devices for g in groups for p in g["params"])
 
 
 # --- data resident on the device ------------------------------------------------------------------
@@ -377,7 +377,6 @@ def _fit(model, train, test, recipe, seed, checkpoint, masks, on_epoch, loss_fn,
     gen = torch.Generator(device=device).manual_seed(seed)
     autocast = recipe.autocast_dtype(device)
     step_fn = torch.compile(model) if recipe.compile else model
-    run = Run()
 
     handed = _HANDED.get()
     state = handed.pop(0) if handed else (checkpoint.load(device) if checkpoint else None)
@@ -385,22 +384,16 @@ def _fit(model, train, test, recipe, seed, checkpoint, masks, on_epoch, loss_fn,
         raise RuntimeError(f"a run of seed {state['seed']} was handed to fit(seed={seed}): the runs of a job "
                            "must call fit in the same order twice (ensemble.run_together)")
     if state is not None:
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        gen.set_state(state["generator"].cpu())
-        run = Run(state["history"], state["measures"], state["diverged"])
+        run = resume(model, opt, gen, state)
         if handed is None:
             log.info("resumed from %s at epoch %d of %d", checkpoint.path, run.final["epoch"], n_epochs)
     else:
-        test_loss, test_acc = evaluate(model, test, recipe.eval_batch_size, autocast, loss_fn, recipe.eval_examples)
-        run.history.append(_row(0, 0, math.nan, math.nan, math.nan, test_loss, test_acc, 0.0))
-        run.measures += [dict(r, epoch=0) for r in (on_epoch(0, model) if on_epoch else [])]
-        log.info("epoch 0 (init): test loss %.4f, test accuracy %.4f", test_loss, test_acc)
+        run = at_init(model, test, recipe, loss_fn, on_epoch)
 
     step = run.final["step"]
     model.train()
     for epoch in range(run.final["epoch"] + 1, n_epochs + 1):
-        if run.diverged or (stop_when is not None and run.final["epoch"] > 0 and stop_when(run.final)):
+        if stopped(run, stop_when):
             break
         started = time.perf_counter()
         lr = recipe.lr_at(epoch, n_epochs)
@@ -425,11 +418,7 @@ def _fit(model, train, test, recipe, seed, checkpoint, masks, on_epoch, loss_fn,
             if step % recipe.check_every == 0 and not finite.item():
                 break
         if not finite.item():
-            run.diverged = True
-            log.warning("epoch %d: the loss became NaN or inf; the run stops and is recorded as diverged "
-                        "(test accuracy = chance, 1/%d)", epoch, n_classes)
-            run.history.append(_row(epoch, step, lr, math.nan, math.nan, math.nan, 1.0 / n_classes,
-                                    time.perf_counter() - started, diverged=True))
+            diverged(run, epoch, step, lr, n_classes, time.perf_counter() - started)
         else:
             train_loss, train_acc = (loss_sum / max(seen, 1)).item(), correct.item() / max(seen, 1)
             train_seconds = time.perf_counter() - started  # the steps alone (the .item() above synchronised)
@@ -442,6 +431,40 @@ def _fit(model, train, test, recipe, seed, checkpoint, masks, on_epoch, loss_fn,
         if checkpoint:
             checkpoint.save(fit_state(model, opt, gen, run, masks, seed, recipe))
     return run
+
+
+# --- the steps of a run that ``fit`` and ``ensemble`` share ------------------------------------------
+
+
+def resume(model: nn.Module, opt: torch.optim.Optimizer, gen: torch.Generator, state: dict) -> Run:
+    """A run restored from its saved state (``fit_state``): weights, optimizer, data order, rows."""
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["optimizer"])
+    gen.set_state(state["generator"].cpu())
+    return Run(state["history"], state["measures"], state["diverged"])
+
+
+def at_init(model: nn.Module, test: DeviceData, recipe: Recipe, loss_fn: LossFn, on_epoch) -> Run:
+    """A fresh run: epoch 0, the test loss and accuracy at initialization and ``on_epoch``'s rows."""
+    test_loss, test_acc = evaluate(model, test, recipe.eval_batch_size, recipe.autocast_dtype(test.device), loss_fn,
+                                   recipe.eval_examples)
+    run = Run([_row(0, 0, math.nan, math.nan, math.nan, test_loss, test_acc, 0.0)])
+    run.measures += [dict(r, epoch=0) for r in (on_epoch(0, model) if on_epoch else [])]
+    log.info("epoch 0 (init): test loss %.4f, test accuracy %.4f", test_loss, test_acc)
+    return run
+
+
+def stopped(run: Run, stop_when: Callable[[dict], bool] | None) -> bool:
+    """Whether a run trains no further: it diverged, or ``stop_when`` accepts its last trained epoch."""
+    return run.diverged or (stop_when is not None and run.final["epoch"] > 0 and stop_when(run.final))
+
+
+def diverged(run: Run, epoch: int, step: int, lr: float, n_classes: int, seconds: float, who: str = "") -> None:
+    """Record that the loss turned NaN or inf in ``epoch``: the run stops, at chance accuracy."""
+    run.diverged = True
+    log.warning("%sepoch %d: the loss became NaN or inf; the run stops and is recorded as diverged "
+                "(test accuracy = chance, 1/%d)", who, epoch, n_classes)
+    run.history.append(_row(epoch, step, lr, math.nan, math.nan, math.nan, 1.0 / n_classes, seconds, diverged=True))
 
 
 def fit_state(model: nn.Module, opt: torch.optim.Optimizer, gen: torch.Generator, run: Run, masks: dict | None,

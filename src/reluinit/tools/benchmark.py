@@ -355,8 +355,9 @@ def _ensemble_runs(case, device, data, steps: int, dtype=torch.float32):
 
 
 def ensemble_rows(device, steps: int, only=None, k: int | None = None, repeats: int = 1, float64: bool = True):
-    """One row per net of ``ENSEMBLES``, each as soon as it is measured (those whose names start with one of ``only``): K runs timed
-    one by one (``training.fit``) and as one stack (``ensemble.run_together``, ``always``), the best
+    """One row per net of ``ENSEMBLES`` (those whose names start with one of ``only``), each as soon
+    as it is measured: K runs timed one by one (``training.fit``) and as one stack
+    (``ensemble.run_together``, ``always``), the best
     of ``repeats`` interleaved timings, and the largest relative weight difference (fp32, and with
     ``float64`` the same on 2 runs in float64). What ``benchmark training`` prints and the GPU
     check's ``ensembles`` stage writes."""
