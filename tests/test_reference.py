@@ -84,7 +84,7 @@ def test_an_unfinished_experiment_keeps_its_finished_jobs_and_a_later_run_gets_t
     runs = reference.export(results, out, ["TG-F3a"]).set_index("experiment")
     assert runs.loc["TG-F3a", "status"] == "partial: 1 jobs done"
     again = tmp_path / "again"
-    assert reference.restore(out, again) == ([again / "TG" / "TG-F3a" / "gaussian.csv"], [])
+    assert reference.restore(out, again) == ([again / "TG" / "TG-F3a" / "gaussian.csv"], [], [])
     pd.testing.assert_frame_equal(pd.read_csv(again / "TG" / "TG-F3a" / "gaussian.csv"), ROWS)
 
 
@@ -99,13 +99,13 @@ def test_a_finished_job_made_by_other_code_or_settings_is_not_restored(tmp_path)
     assert set(parts["code"]) == {reference.fingerprints("TG-F3a")["code"]}
     parts.loc[parts["part"] == "uniform", "code"] = "0123456789abcdef"  # measured by other code
     parts.to_csv(out / "parts.csv", index=False)
-    restored, left_out = reference.restore(out, tmp_path / "again")
-    assert [f.stem for f in restored] == ["gaussian"]
+    restored, left_out, refused = reference.restore(out, tmp_path / "again")
+    assert [f.stem for f in restored] == ["gaussian"] and refused == []
     assert len(left_out) == 1 and left_out[0].startswith("TG-F3a uniform: its code differs")
     # code that moved without changing a number: refingerprint, and restore takes the part again
     assert reference.refingerprint(out) == [f"TG-F3a uniform: code 0123456789abcdef -> "
                                             f"{reference.fingerprints('TG-F3a')['code']}"]
-    restored, left_out = reference.restore(out, tmp_path / "third")
+    restored, left_out, _ = reference.restore(out, tmp_path / "third")
     assert sorted(f.stem for f in restored) == ["gaussian", "uniform"] and left_out == []
 
 
@@ -135,3 +135,23 @@ def test_an_experiment_finished_across_sessions_counts_every_session_s_jobs(tmp_
     parts = pd.read_csv(out / "parts.csv").set_index("part")
     assert parts["job_seconds"].to_dict() == {"gaussian": 12.5, "uniform": 7.5}
     assert parts.loc["gaussian", "commit"] == "earlier"
+
+
+def test_parts_csv_digests_match_the_parts_and_tables_the_reference_holds():
+    """Every part row says what its file held (SHA-256, bytes, rows): a part still kept must match
+    them, and an experiment finished from digested parts has exactly their rows in its table."""
+    parts = pd.read_csv(ROOT / "parts.csv", dtype=reference.TEXT)
+    assert list(parts.columns) == reference.PARTS_COLUMNS
+    checked = 0
+    for exp, rows in parts.groupby("experiment"):
+        for _, row in rows.iterrows():
+            kept = list((ROOT / paper_of(exp) / exp).glob(f"{row['part']}.csv*"))
+            if kept:
+                found = reference.digests(reference.part_bytes(kept[0]))
+                assert found == {"sha256": row["sha256"], "bytes": int(row["bytes"]), "rows": int(row["rows"])}, kept[0]
+                checked += 1
+        table = list((ROOT / paper_of(exp)).glob(f"{exp}.csv*"))
+        if table and rows["sha256"].notna().all():
+            assert rows["rows"].astype(int).sum() == len(pd.read_csv(table[0])), exp
+            checked += 1
+    assert checked, "no part of parts.csv carries digests to check"

@@ -36,7 +36,19 @@ import torch.nn.functional as F
 from torch import nn
 
 from .nets import ACTIVATIONS, MLP, tf32
-from .training import FitCall, Run, _row, at_init, cross_entropy, diverged, evaluate, fit_state, resume, stopped
+from .training import (
+    FitCall,
+    Run,
+    _row,
+    at_init,
+    check_deadline,
+    cross_entropy,
+    diverged,
+    evaluate,
+    fit_state,
+    resume,
+    stopped,
+)
 
 log = logging.getLogger(__name__)
 
@@ -338,6 +350,9 @@ def _train(members: list[_Member], n_epochs: int, steps_per_epoch: int) -> None:
         accs = [m.run.final["test_acc"] for m in stack.members]
         log.info("epoch %d/%d (step %d, lr %.3g): %d runs, test accuracy %.4f to %.4f, %.1f s", epoch, n_epochs,
                  step, lr, k, min(accs), max(accs), time.perf_counter() - started)
+        going = [m for m in stack.members if not m.finished(n_epochs)]
+        if going and all(m.call.checkpoint for m in going):  # as ``fit``: stop once all is saved
+            check_deadline(going[0].call.checkpoint.path.parent)
     for m in members:
         if m.state is None:
             m.save()

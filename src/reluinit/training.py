@@ -430,6 +430,8 @@ def _fit(model, train, test, recipe, seed, checkpoint, masks, on_epoch, loss_fn,
                      epoch, n_epochs, step, lr, train_loss, train_acc, test_loss, test_acc, run.final["seconds"])
         if checkpoint:
             checkpoint.save(fit_state(model, opt, gen, run, masks, seed, recipe))
+            if epoch < n_epochs and not stopped(run, stop_when):
+                check_deadline(checkpoint.path)
     return run
 
 
@@ -497,6 +499,33 @@ class FitCall:
 
 class Deferred(Exception):
     """Raised by ``fit`` inside ``deferring()``: the call was recorded, not run."""
+
+
+class OutOfTime(RuntimeError):
+    """Raised at the end of an epoch past the time ``deadline`` set, once that epoch's checkpoint is
+    written: called again, the run resumes from it (``reluinit.harvest``, on a machine lent for
+    minutes)."""
+
+
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("deadline", default=None)
+
+
+@contextlib.contextmanager
+def deadline(at: float | None) -> Iterator[None]:
+    """Inside, a run with a checkpoint stops with ``OutOfTime`` after the first epoch that ends at or
+    past ``at`` (``time.monotonic()``) with epochs still to go; a run without one trains to its end."""
+    token = _DEADLINE.set(at)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def check_deadline(saved_at) -> None:
+    """``OutOfTime`` if ``deadline``'s time has come (called just after a checkpoint is saved)."""
+    at = _DEADLINE.get()
+    if at is not None and time.monotonic() >= at:
+        raise OutOfTime(f"out of time: the run stopped after an epoch, its checkpoint {saved_at} resumes it")
 
 
 _DEFERRED: contextvars.ContextVar[list | None] = contextvars.ContextVar("deferred_fits", default=None)

@@ -25,17 +25,21 @@ import argparse
 import functools
 import gzip
 import hashlib
+import io
 import json
 import os
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
+import zlib
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
+from .. import integrity
 from ..fingerprint import settings_fingerprint
 from ..pipeline import catalogue, paths, provenance
 from ..pipeline.catalogue import PAPERS, paper_of
@@ -129,17 +133,43 @@ def _machine() -> str:
     return platform.processor() or platform.machine()
 
 
-PARTS_COLUMNS = ["experiment", "part", "job_seconds", "commit", "machine", "code", "settings"]
+# A part's row: what made it (seconds, commit, CPU or GPU, code and settings fingerprints) and what
+# it holds (``sha256``, ``bytes`` and ``rows`` of its CSV, uncompressed), which ``restore`` checks.
+PARTS_COLUMNS = ["experiment", "part", "job_seconds", "commit", "machine", "code", "settings", "sha256", "bytes",
+                 "rows"]
+DIGESTS = ["sha256", "bytes", "rows"]
 # Read as text: a short hash such as 663e607 or 12345e6 would otherwise read as a float.
-TEXT = {"commit": str, "machine": str, "code": str, "settings": str}
+TEXT = {"commit": str, "machine": str, "code": str, "settings": str, "sha256": str}
 
 
-def fingerprints(exp: str, config_file: str | Path = "config.yaml") -> dict[str, str]:
+class DamagedPart(RuntimeError):
+    """A part of the reference that does not read back as what was exported: truncated, altered,
+    renamed or unrecorded. The message names the file and the command that rebuilds the part."""
+
+
+def part_bytes(path: Path) -> bytes:
+    """A part's CSV as exported, uncompressed; a ``.gz`` that does not decompress whole (truncated,
+    altered) raises ``DamagedPart`` naming it."""
+    if path.suffix != ".gz":
+        return path.read_bytes()
+    try:
+        return gzip.decompress(path.read_bytes())
+    except (OSError, EOFError, zlib.error) as e:
+        raise DamagedPart(f"{path} does not decompress ({type(e).__name__}: {e})") from None
+
+
+def digests(data: bytes) -> dict:
+    """``sha256``, ``bytes`` and ``rows`` of a part's CSV (``part_bytes``)."""
+    return {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
+            "rows": len(pd.read_csv(io.BytesIO(data))) if data.strip() else 0}
+
+
+def fingerprints(exp: str, config_file: str | Path = "config.yaml", scale: str = "paper") -> dict[str, str]:
     """What a part of ``exp`` was measured by, for ``restore`` to check before it reuses one: the
     code fingerprint of the experiment's measurement (the one its Snakemake job carries) and a
-    hash of its paper-scale settings."""
+    hash of its settings at ``scale`` (the paper's; a harvest's ``--tiny`` tree, the quick scale's)."""
     config = yaml.safe_load(Path(config_file).read_text())
-    s = json.dumps(settings_fingerprint(settings(config, exp, "paper")), sort_keys=True)
+    s = json.dumps(settings_fingerprint(settings(config, exp, scale)), sort_keys=True)
     return {"code": provenance.code_fingerprint(catalogue.get(exp).measure),
             "settings": hashlib.sha256(s.encode()).hexdigest()[:16]}
 
@@ -149,11 +179,34 @@ def _part_row(results: Path, exp: str, part: str, carried: pd.DataFrame, made_by
     (whose checkout's code and config, ``made_by``, made it), else as recorded when an earlier
     session exported it (a restored part has no benchmark)."""
     bench = Path(paths.benchmark(str(results), f"{paper_of(exp)}/{exp}/{part}"))
+    held = Path(paths.part(str(results), exp, part))
+    held = digests(held.read_bytes()) if held.exists() else {}
     if bench.exists():
-        return {"experiment": exp, "part": part, "job_seconds": round(_seconds(bench), 1), **made_by}
+        return {"experiment": exp, "part": part, "job_seconds": round(_seconds(bench), 1), **made_by,
+                **_harvested(results, exp, part), **held}
     if part in carried.index:
-        return carried.loc[part].to_dict() | {"experiment": exp, "part": part}
-    return {"experiment": exp, "part": part}
+        return carried.loc[part].to_dict() | {"experiment": exp, "part": part, **held}
+    return {"experiment": exp, "part": part, **held}
+
+
+def _harvested(results: Path, exp: str, part: str) -> dict:
+    """The commit and device of a part made by ``reluinit.harvest`` (its ``harvest.csv``), which
+    are not this checkout's and CPU."""
+    record = results / "harvest.csv"
+    if not record.exists():
+        return {}
+    made = pd.read_csv(record, dtype=TEXT)
+    made = made[(made["experiment"] == exp) & (made["part"] == part) & (made["status"] == "finished")]
+    return {} if made.empty else {"commit": made["commit"].iloc[-1], "machine": made["machine"].iloc[-1]}
+
+
+def _with_digests(row: dict, out: Path) -> dict:
+    """A carried part row, with the digests of its file in the reference where the row has none
+    (exported before parts carried them)."""
+    if isinstance(row.get("sha256"), str):
+        return row
+    kept = list(Path(paths.part(str(out), row["experiment"], row["part"])).parent.glob(f"{row['part']}.csv*"))
+    return row | digests(part_bytes(kept[0])) if kept else row
 
 
 def _joined(values) -> str | None:
@@ -161,7 +214,8 @@ def _joined(values) -> str | None:
     return "; ".join(kept) or None
 
 
-def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERIMENTS) -> pd.DataFrame:
+def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERIMENTS, scale: str = "paper",
+           ) -> pd.DataFrame:
     """Copy the tables, PNG figures and settings records of ``experiments`` found under
     ``results``; record what is absent. Returns (and writes) ``runs.csv``.
 
@@ -177,7 +231,7 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
 
     @functools.cache
     def made_by(exp: str) -> dict:  # ... and the fingerprints of exp's code and settings, once per experiment
-        return here | fingerprints(exp)
+        return here | fingerprints(exp, scale=scale)
 
     for exp in experiments:
         carried = old_parts[old_parts["experiment"] == exp].set_index("part")
@@ -195,7 +249,8 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
                 _copy_table(f, Path(paths.part(str(out), exp, f.stem)))
             ran = {f.stem for f in done}
             parts = sorted([_part_row(results, exp, f.stem, carried, made_by(exp)) for f in done]
-                           + [r | {"experiment": exp, "part": p} for p, r in carried.to_dict("index").items()
+                           + [_with_digests(r | {"experiment": exp, "part": p}, out)
+                              for p, r in carried.to_dict("index").items()
                               if p not in ran and list(Path(paths.part(str(out), exp, p)).parent.glob(f"{p}.csv*"))],
                            key=lambda r: r["part"])
             part_rows += parts
@@ -227,6 +282,11 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
         rows.append({"experiment": exp, "status": "done", "rows": len(table), "file": str(dest.relative_to(out)),
                      "jobs": jobs, "job_seconds": round(seconds, 1), "commit": _joined(commits),
                      "machine": _joined(machines), "data": _data(table)})
+    if old is not None:  # experiments not exported this time keep their rows (a harvest exports its own)
+        rows += [r | {"experiment": e} for e, r in old.to_dict("index").items() if e not in experiments]
+    part_rows += [r for r in old_parts.to_dict("records") if r["experiment"] not in experiments]
+    order = {e: i for i, e in enumerate(EXPERIMENTS)}
+    rows.sort(key=lambda r: (order.get(r["experiment"], len(order)), r["experiment"]))
     runs = pd.DataFrame(rows)
     out.mkdir(parents=True, exist_ok=True)
     runs.to_csv(out / "runs.csv", index=False)
@@ -276,47 +336,67 @@ BEGIN = "<!-- reference scorecard: generated by `python -m reluinit.report.refer
 END = "<!-- end of reference scorecard -->"
 
 
-def restore(root: str | Path, results: str | Path) -> tuple[list[Path], list[str]]:
+def restore(root: str | Path, results: str | Path, scale: str = "paper",
+            config_file: str | Path = "config.yaml") -> tuple[list[Path], list[str], list[str]]:
     """Copy the finished jobs of unfinished experiments from the reference back into a results
-    tree, so the campaign resumes where it stopped instead of redoing them: only those whose
-    measuring code and settings are today's (``parts.csv``), since Snakemake cannot tell a copied
-    file's age. Returns the files restored and, for each part left out, why (its job reruns)."""
+    tree, so the campaign resumes where it stopped instead of redoing them. A part is restored only
+    when ``parts.csv`` records it, its measuring code and settings are today's (Snakemake cannot
+    tell a copied file's age), and its content is what was exported (SHA-256, bytes, rows); it is
+    written atomically and sealed, as a job writes it. Returns the files restored, for each part
+    left out as stale why (its job reruns), and for each refused as damaged one line naming it and
+    the command that rebuilds it."""
     root = Path(root)
     made = (pd.read_csv(root / "parts.csv", dtype=TEXT).set_index(["experiment", "part"]) if (root / "parts.csv").exists()
             else pd.DataFrame())
-    restored, left_out, now = [], [], {}
+    restored, left_out, refused, now = [], [], [], {}
     for f in sorted(root.glob("*/*/*.csv*")):
         exp, part = f.parent.name, f.name.removesuffix(".gz").removesuffix(".csv")
         target = Path(results) / f.relative_to(root).with_suffix("" if f.suffix == ".gz" else ".csv")
-        if exp not in EXPERIMENTS or target.exists():
+        if exp not in catalogue.ENTRIES or target.exists():
             continue
         if exp not in now:  # once per experiment (setdefault would hash its code for every part)
-            now[exp] = fingerprints(exp)
-        then = made.loc[(exp, part)].to_dict() if (exp, part) in made.index else {}
+            now[exp] = fingerprints(exp, config_file, scale)
+        fix = f"rebuild it with `snakemake {target} --cores 1{'' if scale == 'paper' else f' --config scale={scale}'}`"
+        if (exp, part) not in made.index:
+            refused.append(f"{f}: parts.csv has no record of part {part!r} of {exp} (renamed, or not exported): {fix}")
+            continue
+        then = made.loc[(exp, part)].to_dict()
         stale = [k for k in ("code", "settings") if then.get(k) != now[exp][k]]
         if stale:
             left_out.append(f"{exp} {part}: its {' and '.join(stale)} differ{'s' if len(stale) == 1 else ''} from "
                             f"today's ({', '.join(f'{k} {then.get(k)} -> {now[exp][k]}' for k in stale)}), so its job reruns")
             continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if f.suffix == ".gz":
-            with gzip.open(f, "rb") as src, open(target, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-        else:
-            shutil.copyfile(f, target)
+        try:
+            data = part_bytes(f)
+            found = digests(data)
+        except (DamagedPart, ValueError, pd.errors.ParserError) as e:
+            refused.append(f"{f}: damaged: {e}; {fix}")
+            continue
+        if not isinstance(then.get("sha256"), str):
+            refused.append(f"{f}: parts.csv records no digest for it, so it cannot be checked: {fix}")
+            continue
+        wrong = [k for k in DIGESTS if str(found[k]) != str(then[k]).removesuffix(".0")]
+        if wrong:
+            refused.append(f"{f}: altered: its {', '.join(f'{k} {found[k]} is not the recorded {then[k]}' for k in wrong)}; "
+                           f"{fix}")
+            continue
+        table = pd.read_csv(io.BytesIO(data))
+        integrity.write_atomic(target, lambda tmp, data=data: Path(tmp).write_bytes(data),
+                               shape={"rows": len(table), "columns": [str(c) for c in table.columns]})
         restored.append(target)
-    return restored, left_out
+    return restored, left_out, refused
 
 
 def refingerprint(root: str | Path) -> list[str]:
     """Give every part of ``parts.csv`` today's code and settings fingerprints, after a change that
     moved or renamed code without changing a number (the oracle, ``tests/test_reference.py``, and
     the quick build's tables say so): without it ``restore`` would refuse those parts and rerun
-    their jobs. Returns one line per fingerprint changed."""
+    their jobs. Digests missing from a row are taken from its file. Returns one line per
+    fingerprint changed."""
     path = Path(root) / "parts.csv"
     if not path.exists():
         return []
-    parts = pd.read_csv(path, dtype=TEXT)
+    parts = pd.read_csv(path, dtype=TEXT).reindex(columns=PARTS_COLUMNS)
     now = {exp: fingerprints(exp) for exp in parts["experiment"].unique()}  # once per experiment
     changed = []
     for i, row in parts.iterrows():
@@ -324,6 +404,9 @@ def refingerprint(root: str | Path) -> list[str]:
             if row[k] != now[row["experiment"]][k]:
                 changed.append(f"{row['experiment']} {row['part']}: {k} {row[k]} -> {now[row['experiment']][k]}")
                 parts.loc[i, k] = now[row["experiment"]][k]
+        for k, v in _with_digests(row.to_dict(), Path(root)).items():
+            if k in DIGESTS:
+                parts.loc[i, k] = v
     parts.to_csv(path, index=False)
     return changed
 
@@ -420,11 +503,12 @@ def reference_readme(card: pd.DataFrame, runs: pd.DataFrame) -> str:
         "  experiment's jobs. Float kernels differ between CPUs: a net that trains for many steps can end",
         "  in other last digits on another CPU (EP-F18's losses, recomputed on an Intel Xeon, part from",
         "  the AMD EPYC's in their 5th digit from the 4th epoch on); measurements of random nets agree.",
-        "- **Data**: MNIST cannot be downloaded on that machine. Where an experiment reads MNIST it read the",
-        "  10,000 real MNIST digits of a subset in torchvision's format (8,000 training, 2,000 test images),",
-        "  labelled `MNIST, 10,000-digit subset` in the tables. So the nets that train on MNIST (LR-F5 to F8,",
-        "  EP-F7, EP-F18, TG-F6) see 8,000 images, not 60,000, and are tested on 2,000, and TG's test points",
-        "  100 and 1000 (and EP's 0 and 1) are images of the subset's test split, not of the official test set.",
+        "- **Data**: MNIST cannot be downloaded on that machine; the `data` column below says which MNIST each",
+        "  experiment read. `MNIST` is the official set (60,000 training and 10,000 test images, from MNIST's",
+        "  original files). `MNIST, 10,000-digit subset` is 10,000 real digits in torchvision's format (8,000",
+        "  training, 2,000 test images): there the nets that train see 8,000 images, not 60,000, and are tested",
+        "  on 2,000, and TG's test points 100 and 1000 (and EP's 0 and 1) are images of the subset's test split,",
+        "  not of the official test set.",
         "- **Commands**: `make reference DATA_DIR=<folder with MNIST>` runs them all: `snakemake <targets>",
         "  --cores 2 --keep-going --config scale=paper data_dir=<folder>` with the targets",
         f"  `{' '.join(paths.target(e) for e in EXPERIMENTS)}`",
@@ -478,6 +562,9 @@ def main() -> None:
     e = sub.add_parser("export")
     e.add_argument("--results", default="results/paper")
     e.add_argument("--out", default="reference/paper")
+    e.add_argument("--experiments", nargs="*", default=EXPERIMENTS,
+                   help="ids to export (default: the reference's list; a harvest's parts: their ids)")
+    e.add_argument("--scale", default="paper", help="the scale the results were made at (quick: a harvest's --tiny tree)")
     r = sub.add_parser("render")
     r.add_argument("--root", default="reference/paper")
     r.add_argument("--no-notebooks", action="store_true")
@@ -487,6 +574,7 @@ def main() -> None:
     u = sub.add_parser("restore", help="copy unfinished experiments' finished jobs back into results/paper")
     u.add_argument("--root", default="reference/paper")
     u.add_argument("--results", default="results/paper")
+    u.add_argument("--scale", default="paper", help="the scale the parts were made at (quick: a harvest's --tiny tree)")
     a = top.parse_args()
     if a.what == "targets":
         print(" ".join(paths.target(e) for e in EXPERIMENTS))
@@ -495,14 +583,18 @@ def main() -> None:
         print("\n".join(refingerprint(a.root)) or "every part already carries today's fingerprints")
         return
     if a.what == "restore":
-        restored, left_out = restore(a.root, a.results)
+        restored, left_out, refused = restore(a.root, a.results, a.scale)
         for f in restored:
             print("restored", f)
         for why in left_out:
             print("not restored:", why)
+        for why in refused:
+            print("refused:", why, file=sys.stderr)
+        if refused:
+            raise SystemExit(f"{len(refused)} part(s) refused as damaged (above); the others were restored")
         return
     if a.what == "export":
-        runs = export(a.results, a.out)
+        runs = export(a.results, a.out, a.experiments, a.scale)
         print(runs.to_string(index=False))
     else:
         card = render(a.root, notebooks=not a.no_notebooks)

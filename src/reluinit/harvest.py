@@ -1,0 +1,233 @@
+"""Paper-scale training parts on whatever machine is at hand for a few minutes (a lent GPU), with
+no Snakemake and no papermill:
+
+    python -m reluinit.harvest --budget-s 600 --data-dir data --out harvest [--device auto] [--only TG-F6]
+
+It lists the training parts of the paper-scale plan that ``reference/paper/`` lacks and whose data
+the machine has, most valuable first (the parts of the experiment closest to complete, then the
+cheapest, by the plan's declared hours), and runs as many as the budget holds, each through the
+code the workflow's ``train_part`` job runs (``pipeline.steps.measure``: the same settings, seeds,
+rows and checkpoints). A part still training when the budget ends stops after its current epoch's
+checkpoint (``training.deadline``) and is listed as unfinished: a later harvest with the same
+``--out`` resumes it. ``--out`` becomes a results tree of the scale (``<out>/paper``, the layout of
+``results/paper``) with each finished part, its benchmark file (seconds), log, ``harvest.csv``
+(part, status, seconds, device, commit) and ``harvest-report.md``. Into the reference:
+
+    python -m reluinit.report.reference export --results harvest/paper --experiments TG-F6
+
+which records each part's digests in ``parts.csv``; ``reference restore`` then brings them into
+any checkout's ``results/paper``, where Snakemake finds them done. ``--tiny`` runs the quick
+scale's parts on its bundled data (CI). Experiments that prune are not harvested yet: Snakemake
+would rerun a part whose masks the reference does not carry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import platform
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from . import datasets
+from .pipeline import catalogue, paths, plan, steps
+from .pipeline.config import settings
+
+log = logging.getLogger("reluinit")
+
+COLUMNS = ["experiment", "part", "status", "seconds", "device", "machine", "commit", "note"]
+# Seconds kept back from the budget for the bookkeeping after the last part (report, records).
+MARGIN_S = 5.0
+
+
+def experiments(config: dict, scale: str, only: list[str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """The experiments whose training parts a harvest runs, and those it skips with why."""
+    chosen, skipped = [], {}
+    for exp in plan.default_experiments(config, scale):
+        entry = catalogue.entry(exp)
+        if not entry.trains or (only and exp not in only):
+            continue
+        if entry.masks:
+            skipped[exp] = ("prunes: the reference does not carry its masks, so Snakemake would rerun its parts "
+                            "(train it with `snakemake` on a cluster)")
+            continue
+        chosen.append(exp)
+    unknown = sorted(set(only or []) - set(config["experiments"]))
+    if unknown:
+        raise SystemExit(f"--only names {', '.join(unknown)}, not an experiment of config.yaml: "
+                         f"`python -m reluinit.pipeline.plan paper` lists them")
+    return chosen, skipped
+
+
+def has_data(name: str, data_dir: str | Path, scale: str) -> bool:
+    """Whether ``name`` loads here without a download (the quick scale's stand-ins always do)."""
+    if datasets.resolve(name, scale) in datasets.BUNDLED:
+        return True
+    try:
+        datasets.load(name, data_dir, train=False, scale=scale)
+    except (datasets.DatasetUnavailable, OSError, RuntimeError):
+        return False
+    return True
+
+
+def in_reference(reference: Path, exp: str, part: str) -> bool:
+    """Whether the reference holds ``part`` of ``exp``, as a part or inside its finished table."""
+    if list(reference.glob(f"{catalogue.paper_of(exp)}/{exp}.csv*")):
+        return True
+    return bool(list(Path(paths.part(str(reference), exp, part)).parent.glob(f"{part}.csv*")))
+
+
+def candidates(config: dict, scale: str, reference: Path, results: Path, only: list[str] | None = None,
+               ) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The parts to run, in order: ``experiment``, ``part``, ``hours`` (declared), and the parts of
+    their experiment still to do. An experiment with the fewest hours left goes first, so that one
+    completes (its figure and claims) before another starts; within it, the cheapest part first."""
+    exps, skipped = experiments(config, scale, only)
+    rows = []
+    priced = plan.jobs(config, scale, exps).set_index("job") if exps else pd.DataFrame()
+    for exp in exps:
+        s = settings(config, exp, scale)
+        names = [s["dataset"]] if "dataset" in s else list(s.get("datasets", []))
+        missing = [n for n in names if not has_data(n, config["data_dir"], scale)]
+        if missing:
+            skipped[exp] = f"needs {', '.join(missing)}, not under {config['data_dir']}"
+            continue
+        for part in plan.measure_jobs(config, exp, scale):
+            if in_reference(reference, exp, part) or Path(paths.part(str(results), exp, part)).exists():
+                continue
+            rows.append({"experiment": exp, "part": part, "hours": float(priced.loc[f"{exp}/{part}", "runtime_h"])})
+    table = pd.DataFrame(rows, columns=["experiment", "part", "hours"])
+    if table.empty:
+        return table, skipped
+    left = table.groupby("experiment")["hours"].transform("sum")
+    table = table.assign(hours_left=left).sort_values(["hours_left", "experiment", "hours", "part"], kind="stable")
+    return table.reset_index(drop=True), skipped
+
+
+def run_part(config: dict, scale: str, results: Path, exp: str, part: str, device: str, threads: int) -> None:
+    """One training part, as the workflow's ``train_part`` job runs it (``steps.measure``)."""
+    steps.measure(exp, part, settings(config, exp, scale), [], paths.part(str(results), exp, part), [],
+                  paths.log(str(results), f"{catalogue.paper_of(exp)}/{exp}/{part}"), config=config, scale=scale,
+                  device=device, threads=threads, checkpoints=paths.checkpoints(str(results), exp, part))
+
+
+def commit() -> str:
+    """This checkout's commit (``+local changes`` where its code differs), as ``reference export`` records it."""
+    from .report.reference import _commit
+
+    return _commit() or "unknown"
+
+
+def device_name(device: str) -> str:
+    """What ran it: the GPU's name, or the CPU's."""
+    import torch
+
+    from .nets import resolve_device
+    from .report.reference import _machine
+
+    d = resolve_device(device)
+    return torch.cuda.get_device_name(d) if d.type == "cuda" else _machine()
+
+
+def harvest(budget_s: float, data_dir: str | Path, out: str | Path, device: str = "auto", only: list[str] | None = None,
+            tiny: bool = False, reference: str | Path = "reference/paper", config_file: str | Path = "config.yaml",
+            threads: int | None = None) -> pd.DataFrame:
+    """Run parts until ``budget_s`` seconds are spent (module doc); returns ``harvest.csv``'s rows of this run."""
+    from . import training
+    from .nets import resolve_device
+
+    started = time.monotonic()
+    scale = "quick" if tiny else "paper"
+    config = yaml.safe_load(Path(config_file).read_text())
+    config.update(data_dir=str(data_dir), results=str(out), scale=scale)
+    results = Path(paths.scale_root(str(out), scale))
+    results.mkdir(parents=True, exist_ok=True)
+    todo, skipped = candidates(config, scale, Path(reference), results, only)
+    import torch
+
+    threads = threads or torch.get_num_threads()
+    kind, made_by, code = str(resolve_device(device)), device_name(device), commit()
+    rows = []
+    for exp, why in skipped.items():
+        rows.append(dict(experiment=exp, part="", status="skipped", seconds=0.0, device=kind, machine=made_by,
+                         commit=code, note=why))
+    deadline = started + budget_s - MARGIN_S
+    for exp, part in zip(todo["experiment"], todo["part"]):
+        if time.monotonic() >= deadline:
+            rows.append(dict(experiment=exp, part=part, status="not started", seconds=0.0, device=kind,
+                             machine=made_by, commit=code, note="the budget ran out first"))
+            continue
+        t0 = time.monotonic()
+        try:
+            with training.deadline(deadline):
+                run_part(config, scale, results, exp, part, device, threads)
+            status, note = "finished", ""
+            seconds = time.monotonic() - t0
+            bench = Path(paths.benchmark(str(results), f"{catalogue.paper_of(exp)}/{exp}/{part}"))
+            bench.parent.mkdir(parents=True, exist_ok=True)
+            bench.write_text(f"s\th:m:s\n{seconds:.2f}\t{time.strftime('%H:%M:%S', time.gmtime(seconds))}\n")
+        except training.OutOfTime as e:
+            status, note, seconds = "unfinished", f"{e}; rerun the harvest with the same --out to resume it", \
+                time.monotonic() - t0
+        log.info("harvest: %s %s %s in %.1f s", exp, part, status, seconds)
+        rows.append(dict(experiment=exp, part=part, status=status, seconds=round(seconds, 2), device=kind,
+                         machine=made_by, commit=code, note=note))
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    record = results / "harvest.csv"
+    earlier = pd.read_csv(record, dtype=str) if record.exists() else pd.DataFrame(columns=COLUMNS)
+    pd.concat([earlier, table.astype(str)], ignore_index=True).to_csv(record, index=False)
+    (results / "harvest-report.md").write_text(report(table, scale, budget_s, time.monotonic() - started, results))
+    return table
+
+
+def checkpoint_mb(results: Path, exp: str, part: str) -> float:
+    folder = Path(paths.checkpoints(str(results), exp, part))
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 1e6 if folder.exists() else 0.0
+
+
+def report(table: pd.DataFrame, scale: str, budget_s: float, spent_s: float, results: Path) -> str:
+    """``harvest-report.md``: what ran, how long, what is left and how to bring it into the reference."""
+    done = table[table["status"] == "finished"]
+    lines = [f"# Harvest at the {scale} scale", "",
+             f"Budget {budget_s:.0f} s, spent {spent_s:.0f} s on {table['machine'].iloc[0] if len(table) else '?'} "
+             f"({table['device'].iloc[0] if len(table) else '?'}), commit {table['commit'].iloc[0] if len(table) else '?'}.",
+             "", "| experiment | part | status | seconds | note |", "|---|---|---|---|---|"]
+    for _, r in table.iterrows():
+        note = r["note"]
+        if r["status"] == "unfinished":
+            note += f" (checkpoints {checkpoint_mb(results, r['experiment'], r['part']):.1f} MB)"
+        lines.append(f"| {r['experiment']} | {r['part']} | {r['status']} | {float(r['seconds']):.1f} | {note} |")
+    exps = " ".join(sorted(set(done["experiment"])))
+    lines += ["", f"{len(done)} part(s) finished."]
+    if len(done):
+        lines += ["Into the reference (parts.csv records their digests), then into a results tree:", "",
+                  f"    python -m reluinit.report.reference export --results {results} --experiments {exps}",
+                  f"    python -m reluinit.report.reference restore{'' if scale == 'paper' else f' --scale {scale}'}"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m reluinit.harvest", description=__doc__.splitlines()[0])
+    p.add_argument("--budget-s", type=float, required=True, help="seconds this harvest may take, all in")
+    p.add_argument("--data-dir", default="data", help="where the datasets are (MNIST: bash install.sh DIR)")
+    p.add_argument("--out", required=True, help="results tree to write (the same one resumes an earlier harvest)")
+    p.add_argument("--device", default="auto", help="auto (cuda when present), cuda or cpu")
+    p.add_argument("--only", nargs="*", help="experiment ids to harvest (default: every one it can)")
+    p.add_argument("--tiny", action="store_true", help="the quick scale's parts on bundled data (CI)")
+    p.add_argument("--reference", default="reference/paper", help="parts held here are not run again")
+    p.add_argument("--threads", type=int, default=None)
+    a = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    table = harvest(a.budget_s, a.data_dir, a.out, a.device, a.only, a.tiny, a.reference, threads=a.threads)
+    print(table.to_string(index=False))
+    print(f"report: {Path(paths.scale_root(a.out, 'quick' if a.tiny else 'paper')) / 'harvest-report.md'}; "
+          f"machine {platform.node()}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+"""The harvest (paper-scale parts on a machine lent for minutes) and the digests that let
+`reference restore` prove a part is what was exported."""
+
+import gzip
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import ROOT, snakemake
+from reluinit import harvest, integrity, training
+from reluinit.pipeline import paths
+from reluinit.pipeline.catalogue import paper_of
+from reluinit.report import reference
+
+
+def test_importing_the_harvest_imports_neither_snakemake_nor_papermill():
+    code = ("import sys, reluinit.harvest; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('snakemake', 'papermill')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.workflow
+def test_a_tiny_harvest_restored_into_a_tree_leaves_snakemake_none_of_its_parts_to_run(workdir, tmp_path):
+    out, ref = tmp_path / "harvest", tmp_path / "reference" / "quick"
+    table = harvest.harvest(120, tmp_path / "data", out, device="cpu", only=["TG-F6", "EP-F6"], tiny=True,
+                            reference=tmp_path / "none", config_file=workdir / "config.yaml")
+    done = table[table["status"] == "finished"]
+    assert set(done["experiment"]) == {"TG-F6", "EP-F6"} and (done["seconds"] > 0).all()
+    results = out / "quick"
+    assert (results / "harvest-report.md").read_text().count("| finished |") == len(done)
+    reference.export(results, ref, ["TG-F6", "EP-F6"], scale="quick")
+    parts = pd.read_csv(ref / "parts.csv", dtype=reference.TEXT)
+    assert parts[["sha256", "bytes", "rows"]].notna().all().all() and set(parts["machine"]) == set(done["machine"])
+    restored, left_out, refused = reference.restore(ref, workdir / "results" / "quick", scale="quick")
+    assert len(restored) == len(done) and left_out == refused == []
+    for f in restored:
+        integrity.verify(f)  # sealed, as a job writes it
+        assert integrity.seal_path(f).exists()
+    run = snakemake("tg_f6", "ep_f6", "-n", "--cores", "2", "--config", "scale=quick", cwd=workdir)
+    assert run.returncode == 0, run.stderr[-2000:]
+    stats = (run.stdout + run.stderr).split("Job stats:")[1].split("total")[0]
+    scheduled = dict(line.split() for line in stats.splitlines()[3:] if line.strip())
+    assert set(scheduled) == {"figure_tg_f6", "figure_ep_f6", "tg_f6", "ep_f6"}  # their tables and figures, no part
+
+
+def test_a_part_stopped_by_the_budget_resumes_to_the_same_rows(tmp_path):
+    """The deadline stops a run after an epoch with its checkpoint written; run again, it resumes
+    and ends where a run never stopped ends."""
+    import yaml
+
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    config.update(data_dir=str(tmp_path / "data"), scale="quick")
+    whole, cut = tmp_path / "whole" / "quick", tmp_path / "cut" / "quick"
+    for results in (whole, cut):
+        config["results"] = str(results.parent)
+        if results == cut:
+            with training.deadline(time.monotonic()), pytest.raises(training.OutOfTime, match="checkpoint"):
+                harvest.run_part(config, "quick", results, "TG-F6", "group0", "cpu", 1)
+            assert not Path(paths.part(str(results), "TG-F6", "group0")).exists()
+            assert harvest.checkpoint_mb(results, "TG-F6", "group0") > 0
+        harvest.run_part(config, "quick", results, "TG-F6", "group0", "cpu", 1)
+    a, b = (pd.read_csv(paths.part(str(r), "TG-F6", "group0")) for r in (whole, cut))
+    timing = [c for c in a.columns if "seconds" in c]
+    pd.testing.assert_frame_equal(a.drop(columns=timing), b.drop(columns=timing))
+
+
+def _job(results: Path, exp: str, part: str, rows: pd.DataFrame, seconds: float = 5.0) -> None:
+    f = Path(paths.part(str(results), exp, part))
+    f.parent.mkdir(parents=True, exist_ok=True)
+    rows.to_csv(f, index=False)
+    bench = Path(paths.benchmark(str(results), f"{paper_of(exp)}/{exp}/{part}"))
+    bench.parent.mkdir(parents=True, exist_ok=True)
+    bench.write_text(f"s\th:m:s\n{seconds}\t0:00:05\n")
+
+
+@pytest.fixture
+def exported(tmp_path):
+    """A reference with two parts of an unfinished TG-F3a: one gzipped (above GZIP_ABOVE), one plain."""
+    results, out = tmp_path / "results" / "paper", tmp_path / "reference" / "paper"
+    rng = np.random.default_rng(0)
+    _job(results, "TG-F3a", "gaussian", pd.DataFrame({"layer": range(40_000), "growth": rng.random(40_000)}))
+    _job(results, "TG-F3a", "uniform", pd.DataFrame({"layer": range(3), "growth": [0.5, 1.5, 1.25]}))
+    reference.export(results, out, ["TG-F3a"])
+    assert (out / "TG" / "TG-F3a" / "gaussian.csv.gz").exists() and (out / "TG" / "TG-F3a" / "uniform.csv").exists()
+    return out
+
+
+def _restore_cli(root: Path, results: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "reluinit.report.reference", "restore", "--root", str(root),
+                           "--results", str(results)], capture_output=True, text=True, cwd=ROOT)
+
+
+def test_restore_refuses_a_truncated_part_and_leaves_no_half_file(exported, tmp_path):
+    part = exported / "TG" / "TG-F3a" / "gaussian.csv.gz"
+    whole, _, refused = reference.restore(exported, tmp_path / "intact")
+    assert len(whole) == 2 and refused == []
+    part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
+    again = tmp_path / "again"
+    run = _restore_cli(exported, again)
+    assert run.returncode != 0
+    assert f"{part}: damaged" in run.stderr and "snakemake" in run.stderr.splitlines()[0]
+    assert not (again / "TG" / "TG-F3a" / "gaussian.csv").exists()  # no half file
+    assert (again / "TG" / "TG-F3a" / "uniform.csv").exists()  # the others are restored
+    assert _restore_cli(exported, again).returncode != 0  # and the next restore refuses it again
+
+
+def test_restore_refuses_an_altered_part_naming_it(exported, tmp_path):
+    part = exported / "TG" / "TG-F3a" / "uniform.csv"
+    part.write_text(part.read_text().replace("1.25", "1.35"))  # well-formed, same size, other numbers
+    restored, left_out, refused = reference.restore(exported, tmp_path / "again")
+    assert [f.stem for f in restored] == ["gaussian"] and left_out == []
+    assert len(refused) == 1 and refused[0].startswith(f"{part}: altered: its sha256")
+    assert "rebuild it with `snakemake" in refused[0]
+    gz = exported / "TG" / "TG-F3a" / "gaussian.csv.gz"  # and a gzipped part rewritten with other rows
+    gz.write_bytes(gzip.compress(b"layer,growth\n0,0.5\n"))
+    refused = reference.restore(exported, tmp_path / "third")[2]
+    assert any(r.startswith(f"{gz}: altered") and "rows 1 is not the recorded 40000" in r for r in refused)
+
+
+def test_restore_refuses_a_renamed_part(exported, tmp_path):
+    part = exported / "TG" / "TG-F3a" / "uniform.csv"
+    renamed = part.with_name("sphere.csv")
+    part.rename(renamed)
+    restored, _, refused = reference.restore(exported, tmp_path / "again")
+    assert [f.stem for f in restored] == ["gaussian"]
+    assert refused == [f"{renamed}: parts.csv has no record of part 'sphere' of TG-F3a (renamed, or not exported): "
+                       f"rebuild it with `snakemake {tmp_path / 'again' / 'TG' / 'TG-F3a' / 'sphere.csv'} --cores 1`"]
+    # a part renamed onto another's recorded name is caught by its digest
+    (exported / "TG" / "TG-F3a" / "gaussian.csv.gz").unlink()
+    renamed.rename(exported / "TG" / "TG-F3a" / "gaussian.csv")
+    refused = reference.restore(exported, tmp_path / "third")[2]
+    assert len(refused) == 1 and "altered" in refused[0]
