@@ -303,12 +303,7 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
 
 
 # Why an experiment of ``EXPERIMENTS`` may be absent from the reference (reference/README.md).
-ABSENT_WHY = {
-    "TG-F6": "measured first on two nets: 84 s and 51 s each on 2 cores (50 epochs), so its 100 nets take about "
-             "1.5-2 h; and on the 8,000-image MNIST subset neither net reached the 95% test accuracy the figure "
-             "is about (93.6% at sigma_w = 1, 89.2% at sigma_w = 2 after the recipe's 50 epochs), so its claims would "
-             "judge the stand-in data, not TG; it waits for full MNIST (or a GPU session)",
-}
+ABSENT_WHY: dict[str, str] = {}
 
 DATA_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "tiny_imagenet": "Tiny ImageNet", "imagenet": "ImageNet",
               "mnist": "full MNIST"}
@@ -504,7 +499,7 @@ def reference_readme(card: pd.DataFrame, runs: pd.DataFrame) -> str:
         "  in other last digits on another CPU (EP-F18's losses, recomputed on an Intel Xeon, part from",
         "  the AMD EPYC's in their 5th digit from the 4th epoch on); measurements of random nets agree.",
         "- **Data**: MNIST cannot be downloaded on that machine; the `data` column below says which MNIST each",
-        "  experiment read. `MNIST` is the official set (60,000 training and 10,000 test images, from MNIST's",
+        "  experiment read. `mnist` is the official set (60,000 training and 10,000 test images, from MNIST's",
         "  original files). `MNIST, 10,000-digit subset` is 10,000 real digits in torchvision's format (8,000",
         "  training, 2,000 test images): there the nets that train see 8,000 images, not 60,000, and are tested",
         "  on 2,000, and TG's test points 100 and 1000 (and EP's 0 and 1) are images of the subset's test split,",
