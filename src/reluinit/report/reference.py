@@ -291,7 +291,7 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
     out.mkdir(parents=True, exist_ok=True)
     runs.to_csv(out / "runs.csv", index=False)
     if part_rows:
-        pd.DataFrame(part_rows, columns=PARTS_COLUMNS).to_csv(out / "parts.csv", index=False)
+        _write_parts(pd.DataFrame(part_rows, columns=PARTS_COLUMNS), out / "parts.csv")
     else:
         (out / "parts.csv").unlink(missing_ok=True)
     trained = [{"spec": d.name, "jobs": len(list(d.glob("*.tsv"))),
@@ -402,8 +402,14 @@ def refingerprint(root: str | Path) -> list[str]:
         for k, v in _with_digests(row.to_dict(), Path(root)).items():
             if k in DIGESTS:
                 parts.loc[i, k] = v
-    parts.to_csv(path, index=False)
+    _write_parts(parts, path)
     return changed
+
+
+def _write_parts(parts: pd.DataFrame, path: Path) -> None:
+    """``parts.csv``, its counts as whole numbers (a part without digests leaves them empty)."""
+    counts = {k: pd.to_numeric(parts[k]).round().astype("Int64") for k in ("bytes", "rows")}
+    parts.assign(**counts).to_csv(path, index=False)
 
 
 def render(root: str | Path, claims_file: str = "claims.yaml", notebooks: bool = True,
