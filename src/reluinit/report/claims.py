@@ -19,8 +19,10 @@ the paper says that number is::
       note: ...               # optional: a fixed remark on how the claim reads the table, in the note
 
 ``measure`` is a Python expression over ``t`` (the filtered table, restricted to ``columns`` so
-that every column a claim reads is declared), ``np``, ``pd``, the helpers below and plain builtins
-(``SAFE_BUILTINS``; ``check_measure`` refuses dunders such as ``__import__``). A ``cells``
+that every column a claim reads is declared), numpy's arithmetic (``NUMPY``), the helpers below,
+plain builtins (``SAFE_BUILTINS``) and table methods (``METHODS``); ``where`` compares declared
+columns. ``check_expression`` refuses anything else when the file loads (an import, a file, a
+dunder, ``@`` locals, a method that reads, writes or evaluates), naming the claim and the construct. A ``cells``
 block lists the cells of a paper table (RP's accuracy tables) compactly; each cell becomes one
 claim. Verdicts: "reproduced", "not reproduced", or "not run at this scale" (a paper-scale claim
 at the quick scale, or a table the workflow has not built). ``why`` says what a verdict other than
@@ -81,7 +83,7 @@ def runs(t: pd.DataFrame, key: str = "run") -> pd.DataFrame:
     return t.drop_duplicates(key)
 
 
-HELPERS = {"np": np, "pd": pd, "slope": slope, "rate": rate, "corr": corr, "spearman": spearman,
+HELPERS = {"np": np, "slope": slope, "rate": rate, "corr": corr, "spearman": spearman,
            "r2": r2, "runs": runs}
 
 _EXPECT = re.compile(r"\s*(<=|>=|==|<|>|≈)?\s*([-+0-9.eE]+|true|false)\s*(?:±\s*([0-9.eE]+))?\s*$")
@@ -162,7 +164,10 @@ def load(path: str | Path) -> list[Claim]:
             raise ValueError(f"claim id {c.id} is used twice")
         seen.add(c.id)
         c.expectation()  # fail on an unreadable expectation when loading, not when judging
-        check_measure(c.id, c.measure)
+        check_measure(c.id, c.measure, c.columns)
+        for where in (c.where, (c.also or {}).get("where")):
+            if where:
+                check_expression(c.id, "where", where, c.columns)
     return claims
 
 
@@ -186,13 +191,14 @@ def missing_columns(claim: Claim, table: pd.DataFrame) -> list[str]:
 def measure(claim: Claim, table: pd.DataFrame, where: str | None = "claim") -> float | None:
     """The claim's number on ``table`` (None when no row matches its filter, or ``where`` when
     given); raises on a claim that names a column the table lacks."""
-    check_measure(claim.id, claim.measure)
     missing = missing_columns(claim, table)
     if missing:
         raise KeyError(f"claim {claim.id}: table {claim.table} has no column(s) {missing}")
+    check_measure(claim.id, claim.measure, claim.columns)
     t = table[claim.columns]
     where = claim.where if where == "claim" else where
     if where:
+        check_expression(claim.id, "where", where, claim.columns)
         t = t.query(where)
     if t.empty:
         return None
@@ -200,26 +206,101 @@ def measure(claim: Claim, table: pd.DataFrame, where: str | None = "claim") -> f
     return float(value)
 
 
+# What a claim may use: it evaluates data, not code. ``check_expression`` parses a ``measure`` or
+# ``where`` and refuses, when claims.yaml loads, any node, name or attribute outside these lists, so
+# nothing reaches an import, a file, the interpreter or a pandas method that runs what it is given.
 # Builtins a measure may call (no import, open, eval, getattr: nothing that reaches past the table).
 SAFE_BUILTINS = {name: getattr(builtins, name) for name in (
     "abs", "all", "any", "bool", "dict", "enumerate", "float", "int", "len", "list", "max", "min", "range", "round",
     "set", "sorted", "str", "sum", "tuple", "zip")}
+# numpy's functions and constants a measure may name (``np.log``): arithmetic, no I/O, no submodules.
+NUMPY = frozenset({
+    "abs", "all", "any", "arange", "argmax", "argmin", "array", "asarray", "ceil", "clip", "corrcoef", "cumsum", "diff",
+    "e", "exp", "expm1", "floor", "hypot", "inf", "isfinite", "isnan", "linspace", "log", "log10", "log1p", "log2",
+    "max", "maximum", "mean", "median", "min", "minimum", "nan", "nanmax", "nanmean", "nanmin", "percentile", "pi",
+    "polyfit", "prod", "quantile", "round", "sign", "sqrt", "std", "sum", "var", "where"})
+# Methods and attributes of tables, series, group-bys, arrays and strings a claim may use (a table's
+# declared columns are attributes too). None writes, reads or evaluates text.
+METHODS = frozenset({
+    "abs", "agg", "aggregate", "all", "any", "apply", "astype", "between", "clip", "contains", "corr", "count", "cov",
+    "cummax", "cummin", "cumprod", "cumsum", "diff", "drop_duplicates", "dropna", "empty", "endswith", "fillna",
+    "first", "groupby", "head", "idxmax", "idxmin", "iloc", "index", "is_monotonic_decreasing",
+    "is_monotonic_increasing", "isin", "isna", "item", "last", "loc", "lower", "max", "mean", "median", "min", "mode",
+    "name", "nlargest", "notna", "nsmallest", "nunique", "pct_change", "pipe", "prod", "quantile", "rank",
+    "reset_index", "round", "shape", "shift", "size", "sort_index", "sort_values", "startswith", "std", "str", "sum",
+    "tail", "transform", "unique", "upper", "values", "var"})
+# Methods that take a function, or a method's name as a string (pandas then calls that method: ``agg('to_csv',
+# path)`` would write a file): their string arguments must name an allowed method or a column.
+TAKERS = frozenset({"agg", "aggregate", "apply", "pipe", "transform"})
+_NODES = (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv,
+          ast.Mod, ast.Pow, ast.BitAnd, ast.BitOr, ast.BitXor, ast.UnaryOp, ast.USub, ast.UAdd, ast.Not, ast.Invert,
+          ast.Compare, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.In, ast.NotIn, ast.Is, ast.IsNot,
+          ast.Call, ast.keyword, ast.Name, ast.Load, ast.Store, ast.Constant, ast.Attribute, ast.Subscript, ast.Slice,
+          ast.Tuple, ast.List, ast.Dict, ast.Set, ast.IfExp, ast.Lambda, ast.arguments, ast.arg, ast.ListComp,
+          ast.GeneratorExp, ast.SetComp, ast.DictComp, ast.comprehension, ast.NamedExpr)
 
 
-def check_measure(claim_id: str, expression: str) -> None:
-    """Refuse a measure that is not one expression, or that names a dunder (``__import__``,
-    ``__class__``) or a private attribute: the documentation invites users to add claims, and a claim
-    evaluates with ``SAFE_BUILTINS`` and the helpers alone."""
+def check_measure(claim_id: str, expression: str, columns=()) -> None:
+    """``check_expression`` of a claim's ``measure``."""
+    check_expression(claim_id, "measure", expression, columns)
+
+
+def check_expression(claim_id: str, field: str, expression: str, columns=()) -> None:
+    """Refuse a ``measure`` (or, ``field="where"``, a row filter) that is not one expression or that
+    uses anything outside the lists above, naming the claim and the construct: the documentation
+    invites users to add claims, and a claim must not run code of its own."""
+    if field == "where" and "@" in expression:  # pandas query's local variables: the caller's whole scope
+        raise ValueError(f"claim {claim_id}: its where uses '@' (a local variable), which claims may not: a where "
+                         "compares the table's declared columns with constants")
     try:
         tree = ast.parse(expression, mode="eval")
     except SyntaxError as e:
-        raise ValueError(f"claim {claim_id}: its measure is not a Python expression ({e.msg}): {expression}") from None
+        raise ValueError(f"claim {claim_id}: its {field} is not a Python expression ({e.msg}): {expression}") from None
+    columns = set(columns)
+    bound = {n.arg for n in ast.walk(tree) if isinstance(n, ast.arg)} | {
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    names = columns | bound if field == "where" else {"t"} | (set(HELPERS) - {"np"}) | set(SAFE_BUILTINS) | bound
+    numpy_refs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                  and n.value.id == "np" and field != "where"}
+
+    def refuse(what: str):
+        allowed = ("the table's declared columns, constants, comparisons and and/or/not" if field == "where" else
+                   f"t with np's arithmetic (np.log, np.sqrt, ...), the helpers "
+                   f"({', '.join(sorted(set(HELPERS) - {'np'}))}) and plain builtins ({', '.join(SAFE_BUILTINS)})")
+        raise ValueError(f"claim {claim_id}: its {field} uses {what}, which claims may not: a {field} reads {allowed}, "
+                         "and table methods from reluinit.report.claims.METHODS (no files, imports or code)")
+
+    found = []  # (where in the text, what): the first is named
     for node in ast.walk(tree):
-        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
-        if name.startswith("__") or (isinstance(node, ast.Attribute) and name.startswith("_")):
-            raise ValueError(f"claim {claim_id}: its measure uses {name!r}, which claims may not: a measure reads "
-                             f"t with np, pd, the helpers ({', '.join(sorted(set(HELPERS) - {'np', 'pd'}))}) and "
-                             f"plain builtins ({', '.join(SAFE_BUILTINS)})")
+        at = getattr(node, "col_offset", 0)
+        if not isinstance(node, _NODES):
+            found.append((at, f"a {type(node).__name__} ({ast.unparse(node)[:40]!r})"))
+        elif isinstance(node, ast.Name):
+            if node.id.startswith("__") or (node.id not in names and id(node) not in numpy_refs):
+                found.append((at, repr(node.id)))
+        elif isinstance(node, ast.Attribute):
+            ok = node.attr in NUMPY if id(node.value) in numpy_refs else node.attr in METHODS | columns
+            if not ok or node.attr.startswith("_"):
+                found.append((node.end_col_offset - len(node.attr), repr(node.attr)))
+        elif isinstance(node, ast.Constant) and not isinstance(node.value, (int, float, str, bool, type(None))):
+            found.append((at, f"the constant {node.value!r}"))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in TAKERS:
+            found += [(s.col_offset, f"{node.func.attr}({s.value!r})") for arg in [*node.args, *(k.value for k in node.keywords)]
+                      for s in _strings(arg) if s.value not in METHODS | columns]
+    if found:
+        refuse(min(found, key=lambda f: f[0])[1])  # the first in the text (of a tie, the outer node)
+
+
+def _strings(node: ast.AST) -> list[ast.Constant]:
+    """The string constants an argument passes as such, itself or in a list, tuple or dict (not inside
+    a lambda's body, where a string is a column name or a label)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node]
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return [s for e in node.elts for s in _strings(e)]
+    if isinstance(node, ast.Dict):
+        return [s for e in node.values for s in _strings(e)]
+    return []
 
 
 def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str) -> dict:
