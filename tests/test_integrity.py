@@ -133,3 +133,39 @@ def test_a_checkpoint_is_sealed_and_resumes_when_whole(tmp_path):
     save_checkpoint({"x": torch.arange(3)}, path)
     integrity.verify(path)
     assert json.loads(integrity.seal_path(path).read_text())["bytes"] == path.stat().st_size
+
+
+@pytest.mark.parametrize("seal", ["null", "42", "[]", '{"sha256": "x"}', "{not json"])
+def test_an_ill_typed_or_unreadable_seal_is_named_and_its_file_treated_as_damaged(tmp_path, seal):
+    """A seal that is JSON but no seal's record (or no JSON) stopped every target with an
+    AttributeError naming no file; now the sweep names the file and moves it aside, and a reader
+    refuses it naming the seal."""
+    path = _table(tmp_path)
+    integrity.seal_path(path).write_text(seal)
+    with pytest.raises(integrity.DamagedFile, match=r"OP-F1\.csv\.seal, the seal of .*OP-F1\.csv, is unreadable"):
+        integrity.verify(path)
+    moved = integrity.sweep(tmp_path / "results")
+    assert [(p, why.split(" (")[0]) for p, _, why in moved] == [(path, "its seal OP-F1.csv.seal is unreadable")]
+    assert not path.exists() and path.with_name("OP-F1.csv.damaged").exists()
+
+
+def test_the_sweep_writes_nothing_it_cannot_in_a_read_only_tree(tmp_path, monkeypatch):
+    """Right after a build Snakemake has touched its outputs: the sweep re-records their times, which
+    a read-only tree refuses; it then leaves the seal as it was and the run goes on, and a damaged
+    file it cannot move aside is named, left in place (its readers refuse it)."""
+    touched, cut = _table(tmp_path, "results/quick/A.csv"), _table(tmp_path, "results/quick/B.csv")
+    os.utime(touched, ns=(1, 1))
+    cut.write_text(cut.read_text()[:30])
+    seals = {p: integrity.seal_path(p).read_text() for p in (touched, cut)}
+
+    def read_only(*args, **kwargs):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(integrity.os, "replace", read_only)
+    monkeypatch.setattr(type(touched), "write_text", read_only)
+    moved = integrity.sweep(tmp_path / "results")
+    assert [(p, aside) for p, aside, _ in moved] == [(cut, cut)]
+    assert "could not be moved aside (Read-only file system)" in moved[0][2]
+    assert {p: integrity.seal_path(p).read_text() for p in (touched, cut)} == seals  # nothing written
+    with pytest.raises(integrity.DamagedFile, match="B.csv is damaged"):
+        integrity.verify(cut)

@@ -88,7 +88,7 @@ def verify(path: str | Path) -> None:
     if not path.exists():
         raise DamagedFile(f"{path} is missing (its seal is there): rebuild it with `{rebuild_command(path)}`")
     try:
-        record = json.loads(target.read_text())
+        record = read_seal(target)
     except (OSError, ValueError) as e:
         raise DamagedFile(f"{target}, the seal of {path}, is unreadable ({e}): rebuild the file with "
                           f"`{rebuild_command(path)}`") from None
@@ -106,6 +106,22 @@ def verify(path: str | Path) -> None:
     elif "rows" in record and not shape:
         what += ", and it no longer parses as a table"
     raise DamagedFile(f"{path} is damaged: {what}. Rebuild it with `{rebuild_command(path)}`")
+
+
+def read_seal(target: Path) -> dict:
+    """A seal's record; ``ValueError`` when it is not JSON or not a JSON object (``null``, ``42``,
+    ``[]``: a seal damaged or written by something else)."""
+    record = json.loads(target.read_text())
+    if not isinstance(record, dict) or not isinstance(record.get("bytes"), int):
+        raise ValueError(f"not a seal's record but {json.dumps(record)[:40]}")
+    return record
+
+
+def _replace_text(target: Path, text: str) -> None:
+    """Write ``text`` to ``target`` atomically (a reader sees the old seal or the new, never half)."""
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, target)
 
 
 def verify_all(paths) -> None:
@@ -127,22 +143,34 @@ def sweep(root: str | Path) -> list[tuple[Path, Path, str]]:
         if path.name.endswith(".damaged") or not path.exists():
             continue
         try:
-            record = json.loads(target.read_text())
             stat = path.stat()
-        except (OSError, ValueError):
-            continue  # an unreadable seal: the reader's verify names it
-        if stat.st_size == record.get("bytes") and stat.st_mtime_ns == record.get("mtime_ns"):
+        except OSError:
             continue
-        if stat.st_size == record.get("bytes"):
-            if digest(path) in (record.get("sha256"), record.get("previous_sha256")):
-                record["mtime_ns"] = stat.st_mtime_ns  # the same bytes with another time: kept
-                target.write_text(json.dumps(record) + "\n")
+        try:
+            record = read_seal(target)
+        except (OSError, ValueError) as e:  # the file cannot be checked: as damaged as one that fails
+            record, why = None, f"its seal {target.name} is unreadable ({e})"
+        if record is not None:
+            if stat.st_size == record["bytes"] and stat.st_mtime_ns == record.get("mtime_ns"):
                 continue
-            why = "the same size as written but other bytes"
-        else:
-            why = f"{stat.st_size:,} bytes where {record.get('bytes', 0):,} were written"
+            if stat.st_size == record["bytes"]:
+                if digest(path) in (record.get("sha256"), record.get("previous_sha256")):
+                    # the same bytes with another time (Snakemake touches outputs after a job): kept, and
+                    # the time re-recorded so the next sweep hashes it no more; not in a read-only tree
+                    try:
+                        _replace_text(target, json.dumps({**record, "mtime_ns": stat.st_mtime_ns}) + "\n")
+                    except OSError:
+                        pass
+                    continue
+                why = "the same size as written but other bytes"
+            else:
+                why = f"{stat.st_size:,} bytes where {record['bytes']:,} were written"
         aside = path.with_name(path.name + ".damaged")
-        os.replace(path, aside)
-        os.replace(target, seal_path(aside))
+        try:
+            os.replace(path, aside)
+            os.replace(target, seal_path(aside))
+        except OSError as e:  # a read-only tree: named, left where it is; its readers refuse it
+            moved.append((path, path, f"{why}; it could not be moved aside ({e.strerror})"))
+            continue
         moved.append((path, aside, why))
     return moved

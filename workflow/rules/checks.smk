@@ -83,7 +83,8 @@ def sweep_damaged():
 
     scale = "" if SCALE == "paper" else f" --config scale={SCALE}"
     for path, aside, reason in integrity.sweep(RESULTS):
-        print(f"{path} is damaged ({reason}): moved to {aside}, never read; it is rebuilt when a job needs it, "
+        where = f"moved to {aside}" if aside != path else "left in place"
+        print(f"{path} is damaged ({reason}): {where}, never read; it is rebuilt when a job needs it, "
               f"or now with `snakemake {path} --cores 1{scale}`.", file=sys.stderr)
 
 
