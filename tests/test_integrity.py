@@ -169,3 +169,21 @@ def test_the_sweep_writes_nothing_it_cannot_in_a_read_only_tree(tmp_path, monkey
     assert {p: integrity.seal_path(p).read_text() for p in (touched, cut)} == seals  # nothing written
     with pytest.raises(integrity.DamagedFile, match="B.csv is damaged"):
         integrity.verify(cut)
+
+
+def test_a_file_whose_seal_was_deleted_is_unverified_not_read_as_unsealed(tmp_path):
+    """Delete a table's seal, then cut the table: the tree's list of what it sealed still names it,
+    so the reader refuses it and the sweep moves it aside (it used to be read, half, as a file
+    written before seals)."""
+    path = _table(tmp_path)
+    assert path in integrity.sealed(tmp_path / "results" / "quick")
+    integrity.seal_path(path).unlink()
+    path.write_text(path.read_text()[:60])
+    with pytest.raises(integrity.DamagedFile, match=r"OP-F1\.csv has lost its seal .*\.sealed lists it.*snakemake "):
+        integrity.verify(path)
+    moved = integrity.sweep(tmp_path / "results" / "quick")
+    assert moved == [(path, path.with_name("OP-F1.csv.damaged"), "its seal is missing, so it cannot be checked")]
+    unsealed = tmp_path / "results" / "quick" / "old.csv"  # never sealed by the tree: read as it is
+    TABLE.to_csv(unsealed, index=False)
+    integrity.verify(unsealed)
+    assert integrity.sweep(tmp_path / "results" / "quick") == []

@@ -8,9 +8,10 @@ file it replaces, so a job killed between the two renames leaves a pair that sti
 stays plain CSV that any tool reads: a sidecar was chosen over a columnar format with a footer
 (Parquet) because users, notebooks and the reference tree read these tables with anything.
 
-A file without a seal (written before seals existed, or restored from ``reference/``) is read as
-it is. A file whose seal does not match stops the reader with ``DamagedFile``: one line that names
-the file, what is wrong, and the command that rebuilds it.
+A file its results tree never sealed (written before seals existed) is read as it is; one the tree
+lists as sealed (``MANIFEST``) whose seal has gone is unverified, and refused like a damaged one. A
+file whose seal does not match stops the reader with ``DamagedFile``: one line that names the file,
+what is wrong, and the command that rebuilds it.
 """
 
 from __future__ import annotations
@@ -69,6 +70,41 @@ def write_atomic(path: str | Path, write, shape: dict | None = None) -> None:
     stmp.write_text(json.dumps({"file": path.name, **record, "previous_sha256": previous}) + "\n")
     os.replace(stmp, target)
     os.replace(tmp, path)
+    _list_sealed(path)
+
+
+# Each results tree (``results/<scale>``) lists every file it has sealed, one path a line relative to
+# it, in ``MANIFEST``: a listed file whose seal has gone is unverified, not a file "without a seal".
+MANIFEST = ".sealed"
+
+
+def _tree(path: Path) -> Path | None:
+    """The results tree (``.../<scale>``) a file belongs to, or None (a file elsewhere)."""
+    return next((p for p in Path(path).absolute().parents if p.name in SCALES), None)
+
+
+def _list_sealed(path: Path) -> None:
+    tree = _tree(path)
+    if tree is None:
+        return
+    line = str(Path(path).absolute().relative_to(tree)) + "\n"
+    with open(tree / MANIFEST, "a") as f:  # one short append: whole lines even from parallel jobs
+        f.write(line)
+
+
+def sealed(tree: str | Path) -> set[Path]:
+    """Every file of a results tree that was ever sealed there (``MANIFEST``)."""
+    listed = Path(tree) / MANIFEST
+    if not listed.exists():
+        return set()
+    return {Path(tree) / line for line in listed.read_text().splitlines() if line}
+
+
+def _lost_seal(path: Path) -> bool:
+    """Whether ``path`` was sealed by its tree but its seal is gone."""
+    tree = _tree(path)
+    return tree is not None and not seal_path(path).exists() and Path(path).absolute() in {
+        p.absolute() for p in sealed(tree)}
 
 
 def rebuild_command(path: str | Path) -> str:
@@ -84,6 +120,9 @@ def verify(path: str | Path) -> None:
     path = Path(path)
     target = seal_path(path)
     if not target.exists():
+        if path.exists() and _lost_seal(path):
+            raise DamagedFile(f"{path} has lost its seal ({_tree(path) / MANIFEST} lists it as sealed), so it cannot "
+                              f"be checked: rebuild it with `{rebuild_command(path)}`")
         return
     if not path.exists():
         raise DamagedFile(f"{path} is missing (its seal is there): rebuild it with `{rebuild_command(path)}`")
@@ -138,6 +177,15 @@ def sweep(root: str | Path) -> list[tuple[Path, Path, str]]:
     root = Path(root)
     if not root.is_dir():
         return moved
+    for path in sorted(sealed(root)):  # sealed here once, its seal gone: unverified, so rebuilt
+        if path.exists() and not seal_path(path).exists() and not path.name.endswith(".damaged"):
+            aside = path.with_name(path.name + ".damaged")
+            try:
+                os.replace(path, aside)
+            except OSError as e:
+                moved.append((path, path, f"its seal is missing; it could not be moved aside ({e.strerror})"))
+                continue
+            moved.append((path, aside, "its seal is missing, so it cannot be checked"))
     for target in root.rglob(f"*{SUFFIX}"):
         path = target.with_name(target.name[: -len(SUFFIX)])
         if path.name.endswith(".damaged") or not path.exists():
