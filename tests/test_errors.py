@@ -107,11 +107,24 @@ def test_an_unknown_recipe_stops_the_run_naming_its_key(workdir):
 
 
 def test_an_overlay_configfile_changes_one_experiments_settings(workdir):
+    """... and a command the run suggests repeats its config file and results folder (one that
+    dropped `results=` failed with "No rule to produce")."""
     (workdir / "mine.yaml").write_text("experiments: {OP-F1: {quick: {widths: [100, 500]}}}\n")
-    run, _ = _run(workdir, "op_f1", "--cores", "2", "--configfile", "mine.yaml", "--config", "scale=quick")
+    settings = ("--configfile", "mine.yaml", "--config", "scale=quick", "results=elsewhere")
+    run, _ = _run(workdir, "op_f1", "--cores", "2", *settings)
     assert run.returncode == 0, run.stderr[-2000:]
-    table = pd.read_csv(workdir / "results" / "quick" / "OP" / "OP-F1.csv")
+    path = workdir / "elsewhere" / "quick" / "OP" / "OP-F1.csv"
+    table = pd.read_csv(path)
     assert sorted(table["width"].unique()) == [100, 500]  # config.yaml's quick widths are 100, 500, 4060
+    path.write_text(path.read_text()[:200])
+    run, _ = _run(workdir, "op_f1", "--cores", "2", *settings)  # moved aside and rebuilt
+    fix = ("snakemake elsewhere/quick/OP/OP-F1.csv --force --cores 1 --configfile mine.yaml --config scale=quick "
+           "results=elsewhere")
+    assert run.returncode == 0 and f"or now with `{fix}`" in run.stderr, run.stderr[-2000:]
+    again, _ = _run(workdir, "-n", *fix.split()[1:])  # the command plans the job that writes the file
+    assert again.returncode == 0 and "figures_op" in again.stdout + again.stderr, again.stderr[-2000:]
+    pd.testing.assert_frame_equal(pd.read_csv(path).drop(columns="seconds", errors="ignore"),
+                                  table.drop(columns="seconds", errors="ignore"))
 
 
 def test_a_damaged_dataset_file_is_named_with_the_command_that_fetches_it_again(workdir, tmp_path):

@@ -187,3 +187,16 @@ def test_a_file_whose_seal_was_deleted_is_unverified_not_read_as_unsealed(tmp_pa
     TABLE.to_csv(unsealed, index=False)
     integrity.verify(unsealed)
     assert integrity.sweep(tmp_path / "results" / "quick") == []
+
+
+def test_a_suggested_command_keeps_the_runs_results_folder_and_config_files(monkeypatch):
+    """A rebuild command that dropped `results=` failed with "No rule to produce" for a run with its
+    results elsewhere; it now repeats the folder, the scale and the run's config files (target first:
+    `--config` takes every word after it)."""
+    monkeypatch.delenv(integrity.CONFIGFILES_ENV, raising=False)
+    assert integrity.rebuild_command("results/paper/OP/OP-F1.csv") == "snakemake results/paper/OP/OP-F1.csv --force --cores 1"
+    assert integrity.rebuild_command("elsewhere/quick/OP/OP-F1.csv") == (
+        "snakemake elsewhere/quick/OP/OP-F1.csv --force --cores 1 --config scale=quick results=elsewhere")
+    monkeypatch.setenv(integrity.CONFIGFILES_ENV, "mine.yaml")
+    assert integrity.rebuild_command("out/paper/OP/OP-F1/all-parts.csv") == (
+        "snakemake out/paper/OP/OP-F1/all-parts.csv --force --cores 1 --configfile mine.yaml --config results=out")

@@ -107,12 +107,27 @@ def _lost_seal(path: Path) -> bool:
         p.absolute() for p in sealed(tree)}
 
 
+# The config files of the run (``--configfile``), which the workflow puts here for its jobs: a
+# suggested command repeats them, as it repeats the scale and results folder the path shows.
+CONFIGFILES_ENV = "RELUINIT_CONFIGFILES"
+
+
 def rebuild_command(path: str | Path) -> str:
-    """The command that rebuilds ``path`` (Snakemake runs the job that writes a file named as target)."""
-    parts = Path(path).parts
-    scale = next((p for p in parts if p in SCALES), None)
-    config = f" --config scale={scale}" if scale and scale != "paper" else ""
-    return f"snakemake {path} --force --cores 1{config}"
+    """The command that rebuilds ``path`` (Snakemake runs the job that writes a file named as target),
+    with the run's settings: the scale and the results folder the path lies in (``results/<scale>``
+    by default), and the run's config files. The target first: ``--config`` takes every word after it."""
+    parts = Path(path).parts[:-1]
+    at = max((i for i, p in enumerate(parts) if p in SCALES), default=None)
+    settings = []
+    if at is not None:
+        if parts[at] != "paper":
+            settings.append(f"scale={parts[at]}")
+        root = Path(*parts[:at]) if at else Path(".")
+        if root.name != "results":
+            settings.append(f"results={root}")
+    files = os.environ.get(CONFIGFILES_ENV, "")
+    return (f"snakemake {path} --force --cores 1" + (f" --configfile {files}" if files else "")
+            + (f" --config {' '.join(settings)}" if settings else ""))
 
 
 def verify(path: str | Path) -> None:

@@ -81,11 +81,10 @@ def sweep_damaged():
     one of them next runs, or at once with the command given. Never read either way."""
     from reluinit import integrity
 
-    scale = "" if SCALE == "paper" else f" --config scale={SCALE}"
     for path, aside, reason in integrity.sweep(RESULTS):
         where = f"moved to {aside}" if aside != path else "left in place"
         print(f"{path} is damaged ({reason}): {where}, never read; it is rebuilt when a job needs it, "
-              f"or now with `snakemake {path} --cores 1{scale}`.", file=sys.stderr)
+              f"or now with `{integrity.rebuild_command(path)}`.", file=sys.stderr)
 
 
 # Command-line words after which Snakemake plans, lists or reports but runs no job.

@@ -49,6 +49,11 @@ if unknown_recipes(config):  # as the run's last words (the settings read below 
 SCALE = config["scale"]
 # One results tree per scale (results/quick, results/paper, results/smoke): none reads another's files.
 RESULTS = paths.scale_root(config["results"], SCALE)
+# The run's own config files, which every command a job or this run suggests repeats (jobs inherit it).
+if workflow.overwrite_configfiles:
+    os.environ["RELUINIT_CONFIGFILES"] = " ".join(
+        str(Path(f).relative_to(Path.cwd())) if Path(f).is_relative_to(Path.cwd()) else str(f)
+        for f in workflow.overwrite_configfiles)
 DATA = config["data_dir"]
 EXPERIMENTS = list(config["experiments"])
 PAPERS = sorted({catalogue.paper_of(e) for e in EXPERIMENTS})
