@@ -50,23 +50,31 @@ def test_a_tiny_harvest_restored_into_a_tree_leaves_snakemake_none_of_its_parts_
     assert set(scheduled) == {"figure_tg_f6", "figure_ep_f6", "tg_f6", "ep_f6"}  # their tables and figures, no part
 
 
-def test_a_part_stopped_by_the_budget_resumes_to_the_same_rows(tmp_path):
-    """The deadline stops a run after an epoch with its checkpoint written; run again, it resumes
+def test_a_part_stopped_by_the_budget_travels_with_the_reference_and_resumes_to_the_same_rows(tmp_path):
+    """The deadline stops a run after an epoch with its checkpoint written; the checkpoint goes into
+    the reference with the export and back into another tree with restore, where the run resumes
     and ends where a run never stopped ends."""
     import yaml
 
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     config.update(data_dir=str(tmp_path / "data"), scale="quick")
-    whole, cut = tmp_path / "whole" / "quick", tmp_path / "cut" / "quick"
-    for results in (whole, cut):
+    whole, cut, moved = (tmp_path / name / "quick" for name in ("whole", "cut", "moved"))
+    config["results"] = str(cut.parent)
+    with training.deadline(time.monotonic()), pytest.raises(training.OutOfTime, match="checkpoint"):
+        harvest.run_part(config, "quick", cut, "TG-F6", "group0", "cpu", 1)
+    assert not Path(paths.part(str(cut), "TG-F6", "group0")).exists()
+    assert 0 < harvest.checkpoint_mb(cut, "TG-F6", "group0") <= reference.CHECKPOINTS_MAX_BYTES / 1e6
+    ref = tmp_path / "reference" / "quick"
+    reference.export(cut, ref, ["TG-F6"], scale="quick")
+    assert list(Path(paths.checkpoints(str(ref), "TG-F6", "group0")).glob("*.pt"))
+    restored = reference.restore(ref, moved, scale="quick")[0]
+    assert restored == [Path(paths.checkpoints(str(moved), "TG-F6", "group0"))]
+    for results in (whole, moved):
         config["results"] = str(results.parent)
-        if results == cut:
-            with training.deadline(time.monotonic()), pytest.raises(training.OutOfTime, match="checkpoint"):
-                harvest.run_part(config, "quick", results, "TG-F6", "group0", "cpu", 1)
-            assert not Path(paths.part(str(results), "TG-F6", "group0")).exists()
-            assert harvest.checkpoint_mb(results, "TG-F6", "group0") > 0
         harvest.run_part(config, "quick", results, "TG-F6", "group0", "cpu", 1)
-    a, b = (pd.read_csv(paths.part(str(r), "TG-F6", "group0")) for r in (whole, cut))
+    log = Path(paths.log(str(moved), "TG/TG-F6/group0")).read_text()
+    assert "resumed from" in log and "at epoch 1 of 2" in log  # not trained again from the start
+    a, b = (pd.read_csv(paths.part(str(r), "TG-F6", "group0")) for r in (whole, moved))
     timing = [c for c in a.columns if "seconds" in c]
     pd.testing.assert_frame_equal(a.drop(columns=timing), b.drop(columns=timing))
 

@@ -9,7 +9,8 @@ cheapest, by the plan's declared hours), and runs as many as the budget holds, e
 code the workflow's ``train_part`` job runs (``pipeline.steps.measure``: the same settings, seeds,
 rows and checkpoints). A part still training when the budget ends stops after its current epoch's
 checkpoint (``training.deadline``) and is listed as unfinished: a later harvest with the same
-``--out`` resumes it. ``--out`` becomes a results tree of the scale (``<out>/paper``, the layout of
+``--out`` resumes it, and so does one on another machine once ``reference export`` has kept its
+checkpoints (up to 10 MB a part) and ``reference restore`` has brought them into its ``--out``. ``--out`` becomes a results tree of the scale (``<out>/paper``, the layout of
 ``results/paper``) with each finished part, its benchmark file (seconds), log, ``harvest.csv``
 (part, status, seconds, device, commit) and ``harvest-report.md``. Into the reference:
 
@@ -191,6 +192,8 @@ def checkpoint_mb(results: Path, exp: str, part: str) -> float:
 
 def report(table: pd.DataFrame, scale: str, budget_s: float, spent_s: float, results: Path) -> str:
     """``harvest-report.md``: what ran, how long, what is left and how to bring it into the reference."""
+    from .report.reference import CHECKPOINTS_MAX_BYTES
+
     done = table[table["status"] == "finished"]
     lines = [f"# Harvest at the {scale} scale", "",
              f"Budget {budget_s:.0f} s, spent {spent_s:.0f} s on {table['machine'].iloc[0] if len(table) else '?'} "
@@ -199,7 +202,9 @@ def report(table: pd.DataFrame, scale: str, budget_s: float, spent_s: float, res
     for _, r in table.iterrows():
         note = r["note"]
         if r["status"] == "unfinished":
-            note += f" (checkpoints {checkpoint_mb(results, r['experiment'], r['part']):.1f} MB)"
+            mb = checkpoint_mb(results, r["experiment"], r["part"])
+            kept = "kept by `reference export`" if mb * 1e6 <= CHECKPOINTS_MAX_BYTES else "too large for the reference"
+            note += f" (checkpoints {mb:.1f} MB, {kept})"
         lines.append(f"| {r['experiment']} | {r['part']} | {r['status']} | {float(r['seconds']):.1f} | {note} |")
     exps = " ".join(sorted(set(done["experiment"])))
     lines += ["", f"{len(done)} part(s) finished."]

@@ -216,7 +216,11 @@ def run(check: Check) -> int:
 def main(argv: list[str] | None = None) -> int:
     # Deterministic cuBLAS (the agreement stage's bitwise-equal training) needs this before CUDA starts.
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    parser = argparse.ArgumentParser(prog="python -m reluinit.gpucheck", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m reluinit.gpucheck", description=__doc__.split("\n\n")[0],
+        epilog="On a GPU lent for minutes: this check first with --budget-s 180 (its first stages catch the GPU-only "
+               "faults), then `python -m reluinit.harvest` for the rest of the time, and commit both "
+               "(docs: Running on a cluster, 'A GPU for a few minutes').")
     parser.add_argument("--out", required=True, help="folder for the tables and the report (created)")
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cuda, cuda:1 or cpu")
     parser.add_argument("--budget-s", type=float, default=480.0, help="seconds the whole check may take")

@@ -209,6 +209,25 @@ def _with_digests(row: dict, out: Path) -> dict:
     return row | digests(part_bytes(kept[0])) if kept else row
 
 
+# A part a run left unfinished (a harvest's budget ran out) keeps its checkpoints in the reference
+# when they are this small, so that the next machine resumes it (``restore`` brings them back).
+CHECKPOINTS_MAX_BYTES = 10_000_000
+
+
+def _keep_checkpoints(results: Path, out: Path, exp: str, done: set[str]) -> None:
+    """Copy the checkpoints of ``exp``'s unfinished parts (sealed files, as the run wrote them) into
+    the reference when each part's are at most ``CHECKPOINTS_MAX_BYTES``; drop those of parts done."""
+    kept = Path(paths.checkpoints(str(out), exp, "x")).parent
+    for folder in sorted(kept.glob("*")) if kept.is_dir() else []:
+        if folder.name in done:
+            shutil.rmtree(folder)
+    for folder in sorted(Path(paths.checkpoints(str(results), exp, "x")).parent.glob("*")):
+        size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+        if folder.name not in done and folder.is_dir() and size <= CHECKPOINTS_MAX_BYTES:
+            shutil.rmtree(kept / folder.name, ignore_errors=True)
+            shutil.copytree(folder, kept / folder.name)
+
+
 def _joined(values) -> str | None:
     kept = sorted({str(v) for v in values if v is not None and not pd.isna(v)})
     return "; ".join(kept) or None
@@ -254,6 +273,7 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
                               if p not in ran and list(Path(paths.part(str(out), exp, p)).parent.glob(f"{p}.csv*"))],
                            key=lambda r: r["part"])
             part_rows += parts
+            _keep_checkpoints(results, out, exp, {r["part"] for r in parts})
             rows.append({"experiment": exp, "status": f"partial: {len(parts)} jobs done" if parts else "absent",
                          "jobs": len(parts),
                          "job_seconds": round(pd.DataFrame(parts, columns=PARTS_COLUMNS)["job_seconds"].sum(), 1)
@@ -262,6 +282,7 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
                          "machine": _joined(p.get("machine") for p in parts)})
             continue
         shutil.rmtree(Path(paths.part(str(out), exp, "x")).parent, ignore_errors=True)  # finished: no parts
+        shutil.rmtree(Path(paths.checkpoints(str(out), exp, "x")).parent, ignore_errors=True)  # nor checkpoints
         dest = _copy_table(src, Path(paths.table(str(out), exp)))
         for f in (png, Path(paths.built(str(results), exp))):
             if not f.exists():
@@ -379,6 +400,11 @@ def restore(root: str | Path, results: str | Path, scale: str = "paper",
         integrity.write_atomic(target, lambda tmp, data=data: Path(tmp).write_bytes(data),
                                shape={"rows": len(table), "columns": [str(c) for c in table.columns]})
         restored.append(target)
+    for folder in sorted(root.glob("checkpoints/*/*/*")):  # unfinished parts' checkpoints: their runs resume
+        target = Path(results) / folder.relative_to(root)
+        if folder.parts[-2] in catalogue.ENTRIES and folder.is_dir() and not target.exists():
+            shutil.copytree(folder, target)
+            restored.append(target)
     return restored, left_out, refused
 
 
