@@ -118,10 +118,10 @@ def test_an_overlay_configfile_changes_one_experiments_settings(workdir):
     assert sorted(table["width"].unique()) == [100, 500]  # config.yaml's quick widths are 100, 500, 4060
     path.write_text(path.read_text()[:200])
     run, _ = _run(workdir, "op_f1", "--cores", "2", *settings)  # moved aside and rebuilt
-    fix = ("snakemake elsewhere/quick/OP/OP-F1.csv --force --cores 1 --configfile mine.yaml --config scale=quick "
+    fix = ("snakemake elsewhere/quick/OP/OP-F1.csv --cores 1 --configfile mine.yaml --config scale=quick "
            "results=elsewhere")
     assert run.returncode == 0 and f"or now with `{fix}`" in run.stderr, run.stderr[-2000:]
-    again, _ = _run(workdir, "-n", *fix.split()[1:])  # the command plans the job that writes the file
+    again, _ = _run(workdir, "-n", "--force", *fix.split()[1:])  # the command plans the job that writes the file
     assert again.returncode == 0 and "figures_op" in again.stdout + again.stderr, again.stderr[-2000:]
     pd.testing.assert_frame_equal(pd.read_csv(path).drop(columns="seconds", errors="ignore"),
                                   table.drop(columns="seconds", errors="ignore"))

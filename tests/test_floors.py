@@ -8,7 +8,7 @@ from pathlib import Path
 from conftest import ROOT
 
 SRC = ROOT / "src" / "reluinit"
-FLOORS = ("pipeline", "report", "tools", "experiments", "figures", "gpucheck")
+FLOORS = ("pipeline", "report", "tools", "experiments", "figures", "gpucheck", "harvest")
 
 
 def _imports(path: Path) -> list[str]:

@@ -14,8 +14,8 @@ import pytest
 from conftest import ROOT, snakemake
 from reluinit import harvest, integrity, training
 from reluinit.pipeline import paths
-from reluinit.pipeline.catalogue import paper_of
 from reluinit.report import reference
+from test_reference import _job
 
 
 def test_importing_the_harvest_imports_neither_snakemake_nor_papermill():
@@ -79,22 +79,13 @@ def test_a_part_stopped_by_the_budget_travels_with_the_reference_and_resumes_to_
     pd.testing.assert_frame_equal(a.drop(columns=timing), b.drop(columns=timing))
 
 
-def _job(results: Path, exp: str, part: str, rows: pd.DataFrame, seconds: float = 5.0) -> None:
-    f = Path(paths.part(str(results), exp, part))
-    f.parent.mkdir(parents=True, exist_ok=True)
-    rows.to_csv(f, index=False)
-    bench = Path(paths.benchmark(str(results), f"{paper_of(exp)}/{exp}/{part}"))
-    bench.parent.mkdir(parents=True, exist_ok=True)
-    bench.write_text(f"s\th:m:s\n{seconds}\t0:00:05\n")
-
-
 @pytest.fixture
 def exported(tmp_path):
     """A reference with two parts of an unfinished TG-F3a: one gzipped (above GZIP_ABOVE), one plain."""
     results, out = tmp_path / "results" / "paper", tmp_path / "reference" / "paper"
     rng = np.random.default_rng(0)
-    _job(results, "TG-F3a", "gaussian", pd.DataFrame({"layer": range(40_000), "growth": rng.random(40_000)}))
-    _job(results, "TG-F3a", "uniform", pd.DataFrame({"layer": range(3), "growth": [0.5, 1.5, 1.25]}))
+    _job(results, "TG-F3a", "gaussian", pd.DataFrame({"layer": range(40_000), "growth": rng.random(40_000)}), 5.0)
+    _job(results, "TG-F3a", "uniform", pd.DataFrame({"layer": range(3), "growth": [0.5, 1.5, 1.25]}), 5.0)
     reference.export(results, out, ["TG-F3a"])
     assert (out / "TG" / "TG-F3a" / "gaussian.csv.gz").exists() and (out / "TG" / "TG-F3a" / "uniform.csv").exists()
     return out

@@ -112,10 +112,19 @@ def _lost_seal(path: Path) -> bool:
 CONFIGFILES_ENV = "RELUINIT_CONFIGFILES"
 
 
-def rebuild_command(path: str | Path) -> str:
+def share_configfiles(files) -> None:
+    """Hand the run's config files (``--configfile``) to its jobs, whose suggested commands repeat
+    them (``rebuild_command``); shown relative to the working folder where they lie in it."""
+    here = Path.cwd()
+    os.environ[CONFIGFILES_ENV] = " ".join(str(Path(f).relative_to(here)) if Path(f).is_relative_to(here) else str(f)
+                                           for f in files)
+
+
+def rebuild_command(path: str | Path, force: bool = True) -> str:
     """The command that rebuilds ``path`` (Snakemake runs the job that writes a file named as target),
     with the run's settings: the scale and the results folder the path lies in (``results/<scale>``
-    by default), and the run's config files. The target first: ``--config`` takes every word after it."""
+    by default), and the run's config files. The target first: ``--config`` takes every word after it.
+    ``force``: rerun the job though its output is there (not for a file moved aside)."""
     parts = Path(path).parts[:-1]
     at = max((i for i, p in enumerate(parts) if p in SCALES), default=None)
     settings = []
@@ -126,7 +135,7 @@ def rebuild_command(path: str | Path) -> str:
         if root.name != "results":
             settings.append(f"results={root}")
     files = os.environ.get(CONFIGFILES_ENV, "")
-    return (f"snakemake {path} --force --cores 1" + (f" --configfile {files}" if files else "")
+    return (f"snakemake {path}{' --force' if force else ''} --cores 1" + (f" --configfile {files}" if files else "")
             + (f" --config {' '.join(settings)}" if settings else ""))
 
 

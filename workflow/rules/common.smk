@@ -28,6 +28,7 @@ from reluinit.pipeline import workflow_env  # noqa: E402
 
 workflow_env.export(_SRC)
 
+from reluinit import integrity  # noqa: E402
 from reluinit.pipeline import catalogue, paths, plan, provenance  # noqa: E402
 from reluinit.report import claims, reports  # noqa: E402
 from reluinit.pipeline.config import explain, settings, training_settings, unknown_recipes  # noqa: E402
@@ -51,9 +52,7 @@ SCALE = config["scale"]
 RESULTS = paths.scale_root(config["results"], SCALE)
 # The run's own config files, which every command a job or this run suggests repeats (jobs inherit it).
 if workflow.overwrite_configfiles:
-    os.environ["RELUINIT_CONFIGFILES"] = " ".join(
-        str(Path(f).relative_to(Path.cwd())) if Path(f).is_relative_to(Path.cwd()) else str(f)
-        for f in workflow.overwrite_configfiles)
+    integrity.share_configfiles(workflow.overwrite_configfiles)
 DATA = config["data_dir"]
 EXPERIMENTS = list(config["experiments"])
 PAPERS = sorted({catalogue.paper_of(e) for e in EXPERIMENTS})

@@ -34,9 +34,9 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from . import datasets
-from .pipeline import catalogue, paths, plan, steps
-from .pipeline.config import settings
+from .. import datasets
+from ..pipeline import catalogue, paths, plan, steps
+from ..pipeline.config import settings
 
 log = logging.getLogger("reluinit")
 
@@ -118,7 +118,7 @@ def run_part(config: dict, scale: str, results: Path, exp: str, part: str, devic
 
 def commit() -> str:
     """This checkout's commit (``+local changes`` where its code differs), as ``reference export`` records it."""
-    from .report.reference import _commit
+    from ..report.reference import _commit
 
     return _commit() or "unknown"
 
@@ -127,8 +127,8 @@ def device_name(device: str) -> str:
     """What ran it: the GPU's name, or the CPU's."""
     import torch
 
-    from .nets import resolve_device
-    from .report.reference import _machine
+    from ..nets import resolve_device
+    from ..report.reference import _machine
 
     d = resolve_device(device)
     return torch.cuda.get_device_name(d) if d.type == "cuda" else _machine()
@@ -138,8 +138,8 @@ def harvest(budget_s: float, data_dir: str | Path, out: str | Path, device: str 
             tiny: bool = False, reference: str | Path = "reference/paper", config_file: str | Path = "config.yaml",
             threads: int | None = None) -> pd.DataFrame:
     """Run parts until ``budget_s`` seconds are spent (module doc); returns ``harvest.csv``'s rows of this run."""
-    from . import training
-    from .nets import resolve_device
+    from .. import training
+    from ..nets import resolve_device
 
     started = time.monotonic()
     scale = "quick" if tiny else "paper"
@@ -192,7 +192,7 @@ def checkpoint_mb(results: Path, exp: str, part: str) -> float:
 
 def report(table: pd.DataFrame, scale: str, budget_s: float, spent_s: float, results: Path) -> str:
     """``harvest-report.md``: what ran, how long, what is left and how to bring it into the reference."""
-    from .report.reference import CHECKPOINTS_MAX_BYTES
+    from ..report.reference import CHECKPOINTS_MAX_BYTES
 
     done = table[table["status"] == "finished"]
     lines = [f"# Harvest at the {scale} scale", "",
@@ -232,7 +232,3 @@ def main(argv: list[str] | None = None) -> int:
     print(f"report: {Path(paths.scale_root(a.out, 'quick' if a.tiny else 'paper')) / 'harvest-report.md'}; "
           f"machine {platform.node()}", file=sys.stderr)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
