@@ -66,9 +66,7 @@ def write_atomic(path: str | Path, write, shape: dict | None = None) -> None:
     record = {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest(tmp), **(shape or {})}
     target = seal_path(path)
     previous = digest(path) if path.exists() else None
-    stmp = target.with_name(target.name + ".tmp")
-    stmp.write_text(json.dumps({"file": path.name, **record, "previous_sha256": previous}) + "\n")
-    os.replace(stmp, target)
+    _replace_text(target, json.dumps({"file": path.name, **record, "previous_sha256": previous}) + "\n")
     os.replace(tmp, path)
     _list_sealed(path)
 
@@ -103,8 +101,7 @@ def sealed(tree: str | Path) -> set[Path]:
 def _lost_seal(path: Path) -> bool:
     """Whether ``path`` was sealed by its tree but its seal is gone."""
     tree = _tree(path)
-    return tree is not None and not seal_path(path).exists() and Path(path).absolute() in {
-        p.absolute() for p in sealed(tree)}
+    return tree is not None and not seal_path(path).exists() and Path(path).absolute() in sealed(tree)
 
 
 # The config files of the run (``--configfile``), which the workflow puts here for its jobs: a
@@ -203,13 +200,7 @@ def sweep(root: str | Path) -> list[tuple[Path, Path, str]]:
         return moved
     for path in sorted(sealed(root)):  # sealed here once, its seal gone: unverified, so rebuilt
         if path.exists() and not seal_path(path).exists() and not path.name.endswith(".damaged"):
-            aside = path.with_name(path.name + ".damaged")
-            try:
-                os.replace(path, aside)
-            except OSError as e:
-                moved.append((path, path, f"its seal is missing; it could not be moved aside ({e.strerror})"))
-                continue
-            moved.append((path, aside, "its seal is missing, so it cannot be checked"))
+            moved.append(_set_aside(path, "its seal is missing, so it cannot be checked"))
     for target in root.rglob(f"*{SUFFIX}"):
         path = target.with_name(target.name[: -len(SUFFIX)])
         if path.name.endswith(".damaged") or not path.exists():
@@ -237,12 +228,18 @@ def sweep(root: str | Path) -> list[tuple[Path, Path, str]]:
                 why = "the same size as written but other bytes"
             else:
                 why = f"{stat.st_size:,} bytes where {record['bytes']:,} were written"
-        aside = path.with_name(path.name + ".damaged")
-        try:
-            os.replace(path, aside)
-            os.replace(target, seal_path(aside))
-        except OSError as e:  # a read-only tree: named, left where it is; its readers refuse it
-            moved.append((path, path, f"{why}; it could not be moved aside ({e.strerror})"))
-            continue
-        moved.append((path, aside, why))
+        moved.append(_set_aside(path, why, target))
     return moved
+
+
+def _set_aside(path: Path, why: str, seal: Path | None = None) -> tuple[Path, Path, str]:
+    """Move a damaged file (and its seal) to ``<name>.damaged``: (file, where it went, why). In a
+    read-only tree it is named and left where it is, and its readers refuse it."""
+    aside = path.with_name(path.name + ".damaged")
+    try:
+        os.replace(path, aside)
+        if seal is not None:
+            os.replace(seal, seal_path(aside))
+    except OSError as e:
+        return path, path, f"{why}; it could not be moved aside ({e.strerror})"
+    return path, aside, why

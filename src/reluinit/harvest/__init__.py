@@ -77,9 +77,9 @@ def has_data(name: str, data_dir: str | Path, scale: str) -> bool:
 
 def in_reference(reference: Path, exp: str, part: str) -> bool:
     """Whether the reference holds ``part`` of ``exp``, as a part or inside its finished table."""
-    if list(reference.glob(f"{catalogue.paper_of(exp)}/{exp}.csv*")):
-        return True
-    return bool(list(Path(paths.part(str(reference), exp, part)).parent.glob(f"{part}.csv*")))
+    from ..report.reference import kept_part
+
+    return Path(paths.existing_table(str(reference), exp)).exists() or kept_part(reference, exp, part) is not None
 
 
 def candidates(config: dict, scale: str, reference: Path, results: Path, only: list[str] | None = None,
@@ -151,16 +151,13 @@ def harvest(budget_s: float, data_dir: str | Path, out: str | Path, device: str 
     import torch
 
     threads = threads or torch.get_num_threads()
-    kind, made_by, code = str(resolve_device(device)), device_name(device), commit()
-    rows = []
-    for exp, why in skipped.items():
-        rows.append(dict(experiment=exp, part="", status="skipped", seconds=0.0, device=kind, machine=made_by,
-                         commit=code, note=why))
+    made = dict(device=str(resolve_device(device)), machine=device_name(device), commit=commit())
+    rows = [dict(experiment=exp, part="", status="skipped", seconds=0.0, **made, note=why) for exp, why in skipped.items()]
     deadline = started + budget_s - MARGIN_S
     for exp, part in zip(todo["experiment"], todo["part"]):
         if time.monotonic() >= deadline:
-            rows.append(dict(experiment=exp, part=part, status="not started", seconds=0.0, device=kind,
-                             machine=made_by, commit=code, note="the budget ran out first"))
+            rows.append(dict(experiment=exp, part=part, status="not started", seconds=0.0, **made,
+                             note="the budget ran out first"))
             continue
         t0 = time.monotonic()
         try:
@@ -175,8 +172,7 @@ def harvest(budget_s: float, data_dir: str | Path, out: str | Path, device: str 
             status, note, seconds = "unfinished", f"{e}; rerun the harvest with the same --out to resume it", \
                 time.monotonic() - t0
         log.info("harvest: %s %s %s in %.1f s", exp, part, status, seconds)
-        rows.append(dict(experiment=exp, part=part, status=status, seconds=round(seconds, 2), device=kind,
-                         machine=made_by, commit=code, note=note))
+        rows.append(dict(experiment=exp, part=part, status=status, seconds=round(seconds, 2), **made, note=note))
     table = pd.DataFrame(rows, columns=COLUMNS)
     record = results / "harvest.csv"
     earlier = pd.read_csv(record, dtype=str) if record.exists() else pd.DataFrame(columns=COLUMNS)
@@ -186,8 +182,10 @@ def harvest(budget_s: float, data_dir: str | Path, out: str | Path, device: str 
 
 
 def checkpoint_mb(results: Path, exp: str, part: str) -> float:
-    folder = Path(paths.checkpoints(str(results), exp, part))
-    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 1e6 if folder.exists() else 0.0
+    """Megabytes of a part's checkpoints (an unfinished part's, which the reference keeps when small)."""
+    from ..report.reference import folder_bytes
+
+    return folder_bytes(Path(paths.checkpoints(str(results), exp, part))) / 1e6
 
 
 def report(table: pd.DataFrame, scale: str, budget_s: float, spent_s: float, results: Path) -> str:

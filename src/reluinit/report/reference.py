@@ -158,10 +158,24 @@ def part_bytes(path: Path) -> bytes:
         raise DamagedPart(f"{path} does not decompress ({type(e).__name__}: {e})") from None
 
 
-def digests(data: bytes) -> dict:
-    """``sha256``, ``bytes`` and ``rows`` of a part's CSV (``part_bytes``)."""
-    return {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
-            "rows": len(pd.read_csv(io.BytesIO(data))) if data.strip() else 0}
+def digests(data: bytes, table: pd.DataFrame | None = None) -> dict:
+    """``sha256``, ``bytes`` and ``rows`` of a part's CSV (``part_bytes``); ``table``: the CSV
+    already parsed."""
+    if table is None:
+        table = pd.read_csv(io.BytesIO(data)) if data.strip() else pd.DataFrame()
+    return {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data), "rows": len(table)}
+
+
+def kept_part(root: str | Path, exp: str, part: str) -> Path | None:
+    """The file of ``part`` of ``exp`` in a reference tree (``.csv``, or ``.csv.gz`` above
+    ``GZIP_ABOVE``), or None."""
+    plain = Path(paths.part(str(root), exp, part))
+    return next((f for f in (plain, plain.with_suffix(".csv.gz")) if f.exists()), None)
+
+
+def folder_bytes(folder: Path) -> int:
+    """The bytes of every file under ``folder`` (a part's checkpoints)."""
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) if folder.is_dir() else 0
 
 
 def fingerprints(exp: str, config_file: str | Path = "config.yaml", scale: str = "paper") -> dict[str, str]:
@@ -205,8 +219,8 @@ def _with_digests(row: dict, out: Path) -> dict:
     (exported before parts carried them)."""
     if isinstance(row.get("sha256"), str):
         return row
-    kept = list(Path(paths.part(str(out), row["experiment"], row["part"])).parent.glob(f"{row['part']}.csv*"))
-    return row | digests(part_bytes(kept[0])) if kept else row
+    kept = kept_part(out, row["experiment"], row["part"])
+    return row | digests(part_bytes(kept)) if kept else row
 
 
 # A part a run left unfinished (a harvest's budget ran out) keeps its checkpoints in the reference
@@ -222,8 +236,7 @@ def _keep_checkpoints(results: Path, out: Path, exp: str, done: set[str]) -> Non
         if folder.name in done:
             shutil.rmtree(folder)
     for folder in sorted(Path(paths.checkpoints(str(results), exp, "x")).parent.glob("*")):
-        size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
-        if folder.name not in done and folder.is_dir() and size <= CHECKPOINTS_MAX_BYTES:
+        if folder.name not in done and folder.is_dir() and folder_bytes(folder) <= CHECKPOINTS_MAX_BYTES:
             shutil.rmtree(kept / folder.name, ignore_errors=True)
             shutil.copytree(folder, kept / folder.name)
 
@@ -269,8 +282,7 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
             ran = {f.stem for f in done}
             parts = sorted([_part_row(results, exp, f.stem, carried, made_by(exp)) for f in done]
                            + [_with_digests(r | {"experiment": exp, "part": p}, out)
-                              for p, r in carried.to_dict("index").items()
-                              if p not in ran and list(Path(paths.part(str(out), exp, p)).parent.glob(f"{p}.csv*"))],
+                              for p, r in carried.to_dict("index").items() if p not in ran and kept_part(out, exp, p)],
                            key=lambda r: r["part"])
             part_rows += parts
             _keep_checkpoints(results, out, exp, {r["part"] for r in parts})
@@ -372,7 +384,7 @@ def restore(root: str | Path, results: str | Path, scale: str = "paper",
             continue
         if exp not in now:  # once per experiment (setdefault would hash its code for every part)
             now[exp] = fingerprints(exp, config_file, scale)
-        fix = f"rebuild it with `snakemake {target} --cores 1{'' if scale == 'paper' else f' --config scale={scale}'}`"
+        fix = f"rebuild it with `{integrity.rebuild_command(target, force=False)}`"
         if (exp, part) not in made.index:
             refused.append(f"{f}: parts.csv has no record of part {part!r} of {exp} (renamed, or not exported): {fix}")
             continue
@@ -384,19 +396,19 @@ def restore(root: str | Path, results: str | Path, scale: str = "paper",
             continue
         try:
             data = part_bytes(f)
-            found = digests(data)
+            table = pd.read_csv(io.BytesIO(data))
         except (DamagedPart, ValueError, pd.errors.ParserError) as e:
             refused.append(f"{f}: damaged: {e}; {fix}")
             continue
         if not isinstance(then.get("sha256"), str):
             refused.append(f"{f}: parts.csv records no digest for it, so it cannot be checked: {fix}")
             continue
+        found = digests(data, table)
         wrong = [k for k in DIGESTS if str(found[k]) != str(then[k]).removesuffix(".0")]
         if wrong:
             refused.append(f"{f}: altered: its {', '.join(f'{k} {found[k]} is not the recorded {then[k]}' for k in wrong)}; "
                            f"{fix}")
             continue
-        table = pd.read_csv(io.BytesIO(data))
         integrity.write_atomic(target, lambda tmp, data=data: Path(tmp).write_bytes(data),
                                shape={"rows": len(table), "columns": [str(c) for c in table.columns]})
         restored.append(target)
