@@ -3,6 +3,8 @@
 #   snakemake op_f1 --cores 2                          one catalogue figure (paper scale)
 # Targets go before --config, which takes every word after it as a key=value pair.
 
+include: "workflow/rules/library.smk"  # the library on the path; config.yaml read as YAML, or its line named
+
 configfile: "config.yaml"
 
 

@@ -74,7 +74,7 @@ def test_paper_scale_claims_and_missing_tables_are_not_run():
 def test_a_claim_sees_only_the_columns_it_declares():
     with pytest.raises(Exception, match="other"):
         claims.measure(_claim(measure="t.other.mean()"), TABLE)
-    with pytest.raises(KeyError, match="missing_col"):
+    with pytest.raises(claims.ClaimError, match="missing_col"):
         claims.measure(_claim(columns=["init", "missing_col"]), TABLE)
     with pytest.raises(ValueError, match="tolerance"):
         _claim(expect="2").expectation()
@@ -95,8 +95,14 @@ def test_a_claim_runs_no_arbitrary_code(measure, tmp_path):
 
 
 def test_a_diverged_measure_is_not_reproduced():
-    nan = pd.DataFrame({"init": ["he"], "act_ratio": [float("nan")]})
-    assert claims.evaluate(_claim(expect="> 0"), nan, "quick")["verdict"] == claims.NOT_REPRODUCED
+    nan = pd.DataFrame({"init": ["he", "he"], "act_ratio": [1.0, float("nan")]})  # where OP-F1 promises a number
+    assert claims.evaluate(_claim(expect="> 0"), nan, "quick")["verdict"] == claims.INVALID
+    empty = pd.DataFrame({"init": ["he"], "act_ratio": [float("nan")]})  # no number at all: nothing to judge
+    row = claims.evaluate(_claim(expect="> 0"), empty, "quick")
+    assert row["verdict"] == claims.NOT_REPRODUCED and row["note"].startswith("the measure is not finite")
+    zero = pd.DataFrame({"init": ["he"], "act_ratio": [0.0]})  # finite rows, a measure that is not
+    row = claims.evaluate(_claim(measure="np.log(t.act_ratio.mean())", expect="< 0"), zero, "quick")
+    assert row["verdict"] == claims.NOT_REPRODUCED and row["note"].startswith("the measure is not finite")
 
 
 def _mapping_scalars(node):
@@ -277,7 +283,7 @@ def test_a_claim_that_tries_to_run_code_is_refused_when_the_file_loads(field, ex
     with pytest.raises(ValueError) as err:
         claims.load(path)
     message = str(err.value)
-    assert message.startswith(f"claim {claim['id']}: its {field} uses ") and construct in message, message
+    assert message.startswith(f"{path}, line 2: claim {claim['id']}: its {field} uses ") and construct in message, message
     assert "which claims may not" in message
 
 
@@ -294,3 +300,49 @@ def test_a_claims_second_filter_is_checked_too(tmp_path):
     path.write_text(yaml.safe_dump({"claims": [claim]}))
     with pytest.raises(ValueError, match="its where uses '__class__'"):
         claims.load(path)
+
+
+def test_a_claims_file_that_is_not_yaml_or_names_an_unknown_key_is_named_with_its_line(tmp_path):
+    path = tmp_path / "claims.yaml"
+    path.write_text("claims:\n  - id: T-1\n    paper: [OP\n")
+    with pytest.raises(claims.ClaimError) as err:
+        claims.load(path)
+    assert str(err.value).startswith(f"{path}, line 4, column 1 is not valid YAML: expected ',' or ']'")
+    good = {k: v for k, v in vars(_claim()).items() if v is not None and k not in ("cell", "reported", "table_title")}
+    path.write_text(yaml.safe_dump({"claims": [good, {**good, "id": "T-2", "mesure": "t.x.mean()"}]}, sort_keys=False))
+    with pytest.raises(claims.ClaimError) as err:
+        claims.load(path)
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if "id: T-2" in text)
+    assert str(err.value).startswith(f"{path}, line {line}: claim T-2: ") and "'mesure'" in str(err.value)
+    assert "a claim's keys: id, paper, place, claim, table, columns, measure, expect" in str(err.value)
+
+
+def test_a_claim_naming_a_missing_column_names_the_table_and_its_columns_and_the_job_says_what_to_do(caplog):
+    table = pd.DataFrame({"init": ["he"], "act_ratio": [1.0]})
+    with pytest.raises(claims.ClaimError) as err:
+        claims.evaluate(_claim(columns=["init", "missing_col"], measure="t.missing_col.mean()"), table, "quick")
+    assert str(err.value) == ("claim T-1: table OP-F1 has no column(s) missing_col; its columns are init, act_ratio: "
+                              "correct the claim's columns in claims.yaml")
+    from reluinit.pipeline import jobs
+
+    with caplog.at_level("ERROR", logger="reluinit"):
+        jobs._log_uncaught(claims.ClaimError, err.value, None)
+    assert f"{jobs.TODO_PREFIX}claim T-1: table OP-F1 has no column(s) missing_col" in caplog.text
+
+
+def test_a_full_disk_names_the_folder_and_says_to_free_space_and_rerun(caplog):
+    import errno
+
+    from reluinit.pipeline import jobs
+
+    full = OSError(errno.ENOSPC, "No space left on device", "results/quick/OP/OP-F1.csv.tmp")
+    with caplog.at_level("ERROR", logger="reluinit"):
+        jobs._log_uncaught(OSError, full, None)
+    todo = [r.getMessage() for r in caplog.records if jobs.TODO_PREFIX in r.getMessage()]
+    assert todo == [f"{jobs.TODO_PREFIX}the disk holding results/quick/OP is full (No space left on device): free "
+                    "space there (`df -h results/quick/OP` shows how much is left) and run the same snakemake "
+                    "command again; the jobs that finished are kept"]
+    caplog.clear()
+    with caplog.at_level("ERROR", logger="reluinit"):
+        jobs._log_uncaught(OSError, OSError(errno.EACCES, "Permission denied", "x"), None)
+    assert jobs.TODO_PREFIX not in caplog.text  # another OSError: its traceback, no advice

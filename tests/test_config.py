@@ -5,7 +5,8 @@ import jsonschema
 import pytest
 import yaml
 
-from reluinit.pipeline.config import explain, settings, unknown_recipes
+from reluinit.pipeline import plan
+from reluinit.pipeline.config import explain, locate, rejected, settings, unknown_recipes, yaml_problem
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
@@ -72,3 +73,53 @@ def test_a_nested_value_given_as_a_string_points_to_configfile():
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     config["experiments"]["OP-F1"]["quick"]["widths"] = ["100", "500"]
     assert _error(config).endswith("pass `--configfile my.yaml`, which Snakemake merges over config.yaml)")
+
+
+def test_a_rejected_key_is_located_in_the_file_that_sets_it(tmp_path):
+    overlay = tmp_path / "mine.yaml"
+    overlay.write_text("experiments:\n  OP-F2:\n    quick:\n      n_samples: many\n")
+    config = json.loads(json.dumps(CONFIG))
+    config["experiments"]["OP-F2"]["quick"]["n_samples"] = "many"
+    errors = list(jsonschema.Draft202012Validator(SCHEMA).iter_errors(config))
+    line = rejected(jsonschema.exceptions.best_match(errors), [ROOT / "config.yaml", overlay])
+    assert line.startswith(f"{overlay}, line 4: invalid config: key 'experiments.OP-F2.quick.n_samples' = 'many'")
+    assert line.endswith("correct it there (every key and its type: workflow/schemas/config.schema.yaml)")
+    # set only in config.yaml: located there, at the key's own line
+    text = (ROOT / "config.yaml").read_text().splitlines()
+    where = locate([ROOT / "config.yaml", tmp_path / "absent.yaml"], ["experiments", "OP-F1", "paper", "widths"])
+    assert Path(where.split(", line ")[0]).resolve() == (ROOT / "config.yaml").resolve()  # shown relative to here
+    assert text[int(where.rsplit(" ", 1)[1]) - 1].strip().startswith("widths:")
+    # an unknown key is located at itself
+    overlay.write_text("surprise: 1\n")
+    errors = list(jsonschema.Draft202012Validator(SCHEMA).iter_errors({**CONFIG, "surprise": 1}))
+    assert rejected(jsonschema.exceptions.best_match(errors), [overlay]).startswith(f"{overlay}, line 1: ")
+    assert locate([overlay], ["results"]) is None  # set by no file: from --config
+
+
+def test_a_config_file_that_is_not_yaml_is_named_with_its_line(tmp_path):
+    bad = tmp_path / "config.yaml"
+    bad.write_text("scale: quick\nexperiments: [OP-F1\n  bad: : x\n")
+    problem = yaml_problem(bad)
+    assert problem.startswith(f"{bad}, line 3, column ") and "is not valid YAML" in problem
+    assert yaml_problem(ROOT / "config.yaml") is None
+
+
+@pytest.mark.parametrize("width,fits", [(4060, True), (70_000, False), (2_000_000, False)])
+def test_a_width_no_job_could_hold_is_refused_before_it_starts(width, fits):
+    config = json.loads(json.dumps(CONFIG))
+    config["experiments"]["OP-F1"]["quick"]["widths"] = [100, width]
+    found = plan.oversized(config, "quick", machine_mb=24_000)
+    assert (found == []) is fits
+    if not fits:
+        assert found[0].startswith("OP-F1 at the quick scale needs at least ")
+        assert f"width {width:,}, depth 10" in found[0] and found[0].endswith("under experiments.OP-F1.quick in the config")
+    # the floor is weights and activations in float64: 10 layers of 4060^2 and 200 x 4060 x 11, plus 500 x 4060 in
+    need, _ = plan.memory_floor({"widths": [4060], "depth": 10, "input_dim": 500, "n_samples": 200})
+    assert need == 8 * (10 * 4060**2 + 500 * 4060 + 200 * 4060 * 11)
+    if fits:  # a machine smaller than the job's declared memory refuses what fits the declaration
+        assert "than the 1.0 GB this machine has" in plan.oversized(config, "quick", machine_mb=1024)[0]
+
+
+def test_every_shipped_experiment_fits_its_declared_memory():
+    for scale in ("paper", "quick", "smoke"):
+        assert plan.oversized(CONFIG, scale) == [], scale

@@ -106,6 +106,26 @@ def test_an_unknown_recipe_stops_the_run_naming_its_key(workdir):
     assert "KeyError" not in run.stdout + run.stderr
 
 
+def test_a_config_that_is_not_yaml_or_asks_for_too_much_memory_stops_naming_the_line_or_setting(workdir):
+    config = workdir / "config.yaml"
+    good = config.read_text()
+    config.write_text(good.replace("\nscale: paper", "\nscale: paper: quick", 1))  # mapping values not allowed here
+    run, last = _run(workdir, "op_f1", "-n", "--cores", "1")
+    line = next(i for i, text in enumerate(config.read_text().splitlines(), 1) if text.startswith("scale: paper: quick"))
+    assert run.returncode != 0
+    assert last.startswith("config.yaml, line ") and "is not valid YAML" in last, last
+    assert last.startswith(f"config.yaml, line {line}, column 13 is not valid YAML: mapping values are not allowed")
+    config.write_text(good)
+    (workdir / "wide.yaml").write_text("experiments:\n  OP-F1:\n    quick:\n      widths: [100, 70000]\n")
+    run, last = _run(workdir, "op_f1", "-n", "--cores", "1", "--configfile", "wide.yaml", "--config", "scale=quick")
+    assert run.returncode != 0 and not (workdir / "results" / "quick" / "OP").exists()
+    assert last.startswith("OP-F1 at the quick scale needs at least 366.5 GB (width 70,000"), last
+    assert last.endswith("lower its widths or depth under experiments.OP-F1.quick in the config"), last
+    (workdir / "wide.yaml").write_text("experiments:\n  OP-F1:\n    quick:\n      widths: [100, many]\n")
+    run, last = _run(workdir, "op_f1", "-n", "--cores", "1", "--configfile", "wide.yaml", "--config", "scale=quick")
+    assert last.startswith("wide.yaml, line 4: invalid config: key 'experiments.OP-F1.quick.widths[1]' = 'many'"), last
+
+
 def test_an_overlay_configfile_changes_one_experiments_settings(workdir):
     """... and a command the run suggests repeats its config file and results folder (one that
     dropped `results=` failed with "No rule to produce")."""

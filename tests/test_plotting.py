@@ -28,3 +28,25 @@ def test_overlapping_tick_labels_and_labels_past_the_edge_are_reported():
     axes[0].plot(range(3))
     assert plotting.layout_problems(fig) == []  # a plain figure passes
     plt.close(fig)
+
+
+def test_neighbouring_titles_that_collide_are_found_and_wrapped_apart():
+    # RP-F1's pattern: two panels whose two-line titles each fit the figure but not beside each other
+    fig, axes = plotting.panels(2, width=4.6, height=4.2)
+    for ax, name in zip(axes, ["EOC", "chaotic"]):
+        ax.set_title(f"{name}: $\\sigma_w$ = 1.304\nmeasured (mean of 10 nets): dense 0.995, pruned 0.715, rescaled 0.962")
+    fig.canvas.draw()
+    problems = plotting.layout_problems(fig)
+    assert any(p.startswith("axes 0 title 'EOC") and "overlaps axes 1 title 'chaotic" in p for p in problems), problems
+    plotting.wrap_titles(fig)
+    assert plotting.layout_problems(fig) == []
+    plt.close(fig)
+
+
+def test_a_legend_over_a_title_or_a_note_over_a_label_is_reported():
+    fig, axes = plotting.panels(1, width=3.0, height=2.5)
+    axes[0].plot(range(3), label="a line")
+    axes[0].set_title("a title")
+    axes[0].legend(loc="lower center", bbox_to_anchor=(0.5, 0.95))  # pushed up onto the title
+    assert any("axes 0 title 'a title' overlaps axes 0 legend" in p for p in plotting.layout_problems(fig))
+    plt.close(fig)

@@ -118,3 +118,16 @@ def job_instruction():
 
 if workflow.is_main_process and runs_jobs(sys.argv[1:]):
     sweep_damaged()  # before the DAG is built: what it moves aside, this run rebuilds
+
+
+def machine_mb():
+    """This machine's memory in MB when jobs run here (None under a cluster executor, whose jobs
+    get the memory they declare)."""
+    plugin = workflow.executor_plugin
+    if plugin is not None and plugin.name not in ("local", "dryrun", "touch"):
+        return None
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+
+
+if workflow.is_main_process and plan.oversized(config, SCALE, machine_mb()):
+    stop(plan.oversized(config, SCALE, machine_mb())[0])  # a width that no job could hold, before any starts

@@ -1,4 +1,4 @@
-# Set-up that every rules file reads first: the library on the path, the config validated, the
+# Set-up that every rules file reads first (library.smk has put the library on the path): the config validated, the
 # scale's results tree, the experiments by kind and their settings. The helpers the rules call live
 # beside it, one file per concern (included in this order by the Snakefile): paths.smk (where a
 # job's files go), inputs.smk (what a job reads), fingerprints.smk (the code a job runs),
@@ -19,19 +19,11 @@ from snakemake.utils import min_version, validate
 
 min_version("9.20")
 
-# The science lives in the importable package under src/ (reluinit.pipeline.workflow_env says how
-# jobs find it).
-_SRC = str(Path(workflow.basedir) / "src")
-sys.path.insert(0, _SRC)
-
-from reluinit.pipeline import workflow_env  # noqa: E402
-
-workflow_env.export(_SRC)
 
 from reluinit import integrity  # noqa: E402
 from reluinit.pipeline import catalogue, paths, plan, provenance  # noqa: E402
 from reluinit.report import claims, reports  # noqa: E402
-from reluinit.pipeline.config import explain, settings, training_settings, unknown_recipes  # noqa: E402
+from reluinit.pipeline.config import rejected, settings, training_settings, unknown_recipes  # noqa: E402
 
 # What planning computes from the library's code (a job's parts, code fingerprints), kept per
 # version of its source for the next Snakemake process here: each SLURM job's, the next build's.
@@ -40,9 +32,13 @@ provenance.MEMO_DIR = Path(os.environ.get("RELUINIT_MEMO") or ".snakemake/reluin
 try:
     validate(config, "../schemas/config.schema.yaml")
 except WorkflowError as e:
-    # Snakemake raises from jsonschema's error; turn it into one line naming the key.
+    # Snakemake raises from jsonschema's error; the run's last words name the key, the file and line
+    # that set it, and the fix.
     cause = e.__cause__ or e.__context__
-    raise WorkflowError(explain(cause) if hasattr(cause, "absolute_path") else str(e)) from None
+    if not hasattr(cause, "absolute_path"):
+        raise
+    print(rejected(cause, ["config.yaml", *(workflow.overwrite_configfiles or [])]), file=sys.stderr, flush=True)
+    raise SystemExit(1)
 if unknown_recipes(config):  # as the run's last words (the settings read below would raise a KeyError)
     print(unknown_recipes(config)[0], file=sys.stderr, flush=True)
     raise SystemExit(1)

@@ -164,6 +164,7 @@ def f5_figure(table: pd.DataFrame, s: dict):
                      palette="viridis", marker="o", errorbar=None, ax=axes[4])
         axes[4].set(xscale="log", yscale="log", xlabel="pieces", ylabel="|length / finest - 1|",
                     title="(e) curved path: refining the discretisation")
+        axes[4].legend(title="layer", fontsize=7, title_fontsize=8, ncol=2, loc="lower left")  # below the curves
         axes[4].xaxis.set_minor_formatter(ticker.NullFormatter())
     fig.suptitle(f"TG-F5: random points in $R^{{{s['input_dim']}}}$, width {s['width']}, dashed: Corollaries 1-3")
     return fig

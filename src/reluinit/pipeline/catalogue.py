@@ -59,6 +59,36 @@ class Entry:
     trained: str | None = None
     masks: str | None = None
     source: str | None = None
+    undefined: tuple[str, ...] = ()  # columns that may hold NaN or inf (``undefined``)
+
+
+# What NaN (or inf) means in a column that may hold one (an entry's ``undefined``). A measured column
+# outside these is refused when its table is written (``jobs.check_finite``), makes a claim that
+# reads it "invalid", and each figure says how many of its values it could not draw.
+UNDEFINED = {
+    "growth": "no earlier length to grow from: the input layer, or a layer or line whose input collapsed to a point",
+    "length_ratio": "no earlier length: the input layer, or a layer whose input collapsed to a point",
+    "length_exact": "the exact length is computed for the first exact_nets nets only, up to the layer the "
+                    "interval budget reaches",
+    "discretisation_error": "no exact length to compare with (see length_exact)",
+    **{f"chi_measured_{stage}{sd}": "a stage at which pruning emptied a layer: no signal passes, chi is undefined"
+       for stage in ("dense", "pruned", "rescaled", "rescaled_random", "rescaled_redrawn") for sd in ("", "_sd")},
+}
+# A training run's history: the row before training (epoch 0) has taken no step, and the row of the
+# epoch a run diverged has no loss. Not a number that went missing: figures do not count them.
+HISTORY = {col: "the row before training, or of the epoch a run diverged: no training step to measure"
+           for col in ("lr", "train_loss", "train_acc", "train_seconds", "test_loss")}
+BLANKS = frozenset(HISTORY.values())
+
+
+def undefined(exp_id: str) -> dict[str, str]:
+    """The columns of ``exp_id``'s table that may hold NaN or inf, with what such a value means there:
+    its entry's ``undefined``, and a training run's history where it trains ({} for an id not in the
+    catalogue)."""
+    e = ENTRIES.get(exp_id)
+    if e is None:
+        return {}
+    return {**(HISTORY if e.trains else {}), **{c: UNDEFINED[c] for c in e.undefined}}
 
 
 @dataclass(frozen=True)
@@ -238,33 +268,39 @@ ENTRIES = {
     "TG-F2": Entry("Figure 2", "tg", parts="f2_parts", measure="f2_measure",
           figure="f2_figure", summary="f2_summary",
           shows="Expected trajectory length per layer, one curve per density α, sparse-Gaussian weights "
-          "at σ_w = 6 on a line between two MNIST test points."),
+          "at σ_w = 6 on a line between two MNIST test points.",
+          undefined=("growth", "length_exact", "discretisation_error")),
     "TG-F3a": Entry("Figure 3a", "tg", parts="f3_parts", measure="f3a_measure",
           figure="f3a_figure", summary="growth_summary",
           shows="Growth factor E[‖dz(d+1)‖/‖dz(d)‖] vs σ_w at α = 0.5 for Gaussian, uniform and "
-          "discrete weights, with the lower bounds of Corollaries 1-3."),
+          "discrete weights, with the lower bounds of Corollaries 1-3.",
+          undefined=("growth",)),
     "TG-F3b": Entry("Figure 3b", "tg", parts="f3_parts", measure="f3b_measure",
           figure="f3b_figure", summary="growth_summary",
-          shows="The same growth factor vs α at σ_w = 2."),
+          shows="The same growth factor vs α at σ_w = 2.",
+          undefined=("growth",)),
     "TG-F4": Entry("Figure 4", "tg", parts="f4_parts", measure="f4_measure",
           figure="f4_figure", summary="f4_summary",
           shows="E‖u_J‖ vs α for a vector uniform on the sphere (≈ √α) and a one-hot one (= α)."),
     "TG-F5": Entry("Figure 5", "tg", parts="f5_parts", measure="f5_measure",
           figure="f5_figure", summary="growth_summary",
           shows="TG-F3a and b between random points of R^500, on straight lines and on curved paths "
-          "(semicircles in random planes)."),
+          "(semicircles in random planes).",
+          undefined=("growth",)),
     "TG-F6": Entry("Figure 6", "tg_train", parts="f6_parts", measure="f6_measure",
           figure="f6_figure", summary="f6_summary",
           shows="Growth factor of trained nets vs their post-training σ_w, for lines within a class and "
           "between classes; the same nets before training in black.",
-          trains=True),
+          trains=True,
+          undefined=("growth",)),
     "EP-F1": Entry("Figure 1", "ep", parts="lr:net_parts", measure="lr:plane_measure",
           figure="f1_figure", summary="lr:plane_summary",
           shows="Regions of input space (R²) cut by a 3-hidden-layer ReLU net of width 4, layer by "
           "layer."),
     "EP-F2": Entry("Figure 2", "ep", parts="grid_parts", measure="grid_measure",
           figure="f2_figure", summary="transitions_summary",
-          shows="Transitions along a circle vs depth and vs width for several σ_w², hard-tanh and ReLU."),
+          shows="Transitions along a circle vs depth and vs width for several σ_w², hard-tanh and ReLU.",
+          undefined=("growth",)),
     "EP-F3": Entry("Figure 3", "ep", parts="tg:projection_parts", measure="tg:projection_measure",
           figure="f3_figure", summary="tg:projection_summary",
           shows="A circle projected to 2-D after each layer of a tanh net of width 100."),
@@ -274,7 +310,8 @@ ENTRIES = {
           "σ_w²."),
     "EP-F5": Entry("Figure 5", "ep", parts="grid_parts", measure="grid_measure",
           figure="f5_figure", summary="f5_summary",
-          shows="Transitions vs trajectory length for several widths and σ_w² (hard-tanh)."),
+          shows="Transitions vs trajectory length for several widths and σ_w² (hard-tanh).",
+          undefined=("growth",)),
     "EP-F6": Entry("Figure 6", "ep_conv", parts="f6_parts", measure="f6_measure",
           figure="f6_figure", summary="f6_summary",
           shows="Accuracy of a trained CIFAR-10 conv net vs noise added to one layer at a time.",
@@ -302,11 +339,13 @@ ENTRIES = {
     "EP-F12": Entry("Figure 12", "ep", parts="grid_parts", measure="grid_measure",
           figure="f12_figure", summary="length_summary",
           shows="Trajectory length per layer of fully connected ReLU nets, several σ_w² and widths, on "
-          "MNIST inputs."),
+          "MNIST inputs.",
+          undefined=("growth",)),
     "EP-F13": Entry("Figure 13", "ep", parts="f13_parts", measure="f13_measure",
           figure="f13_figure", summary="f13_summary",
           shows="Hard-tanh lengths per layer by width and by σ_w², and the growth ratio between Theorem "
-          "3's bounds."),
+          "3's bounds.",
+          undefined=("growth", "length_ratio")),
     "EP-F14": Entry("Figure 14", "ep", parts="dichotomy_parts", measure="f14_measure",
           figure="f14_figure", summary="dichotomy_summary",
           shows="Dichotomies of 15 inputs as the first layer's weights sweep a great circle, vs depth "
@@ -371,7 +410,8 @@ ENTRIES = {
     "RP-F1": Entry("Figure 1", "rp", parts="f1_parts", measure="f1_measure",
           figure="f1_figure", summary="f1_summary",
           shows="Share of incoming weights each neuron keeps after SBP at 70% sparsity, at the edge of "
-          "chaos vs in the chaotic phase."),
+          "chaos vs in the chaotic phase.",
+          undefined=tuple(c for c in UNDEFINED if c.startswith("chi_measured"))),
     "RP-F2": Entry("Figure 2", "rp", parts="f2_parts", measure="f2_measure",
           figure="f2_figure", summary="f2_summary",
           shows="Percent of weights kept per layer after SBP: ResNet32 vs Stable ResNet32.", masks="f2_masks"),

@@ -7,6 +7,7 @@ The workflow validates the config with Snakemake's ``validate`` against
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the workflow validates; a job, or the GPU check on a machine without it, never needs it
@@ -76,8 +77,9 @@ def key_path(error: jsonschema.ValidationError) -> str:
     return out or "<top level>"
 
 
-def explain(error: jsonschema.ValidationError) -> str:
-    """One line that names the offending key and says what is wrong with it."""
+def explain(error: jsonschema.ValidationError, command_line: bool = True) -> str:
+    """One line that names the offending key and says what is wrong with it (``command_line``: the
+    value may have come from ``--config``, whose nested values arrive as strings)."""
     err = error
     # For "anyOf/oneOf" failures the most specific sub-error says more.
     import jsonschema
@@ -100,11 +102,70 @@ def explain(error: jsonschema.ValidationError) -> str:
             line += f" (known: {', '.join(sorted(err.schema.get('properties', {})))})"
         return line
     line = f"invalid config: key '{where}' = {err.instance!r}: {err.message}"
-    if isinstance(err.instance, str) and err.validator == "type":
+    if isinstance(err.instance, str) and err.validator == "type" and command_line:
         # `--config key={a: {b: [1, 2]}}` hands nested values over as strings
         line += (" (values nested under --config arrive as strings: put the change in a YAML file and pass "
                  "`--configfile my.yaml`, which Snakemake merges over config.yaml)")
     return line
+
+
+def rejected(error: jsonschema.ValidationError, files) -> str:
+    """``explain``'s line with where the key is set (``locate`` in the config ``files``) and the fix:
+    what a run that the schema refuses ends with."""
+    import jsonschema
+
+    err = jsonschema.exceptions.best_match([error]) or error
+    keys = list(err.absolute_path)
+    if err.validator in ("additionalProperties", "unevaluatedProperties"):
+        keys += re.findall(r"'([^']+)'", err.message.split("(")[-1])[:1]  # the first unknown key itself
+    where = locate(files, keys)
+    return (f"{where or 'the command line (--config)'}: {explain(error, command_line=where is None)}; correct it "
+            "there (every key and its type: workflow/schemas/config.schema.yaml)")
+
+
+def yaml_problem(path: str | Path) -> str | None:
+    """One line naming ``path``, the line and what is wrong when it is not readable YAML (Snakemake's
+    own message names neither the file nor the line); None when it reads."""
+    import yaml
+
+    try:
+        with open(path) as f:
+            yaml.safe_load(f)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e)
+        return f"{path}{at} is not valid YAML: {problem}; correct it there and run the command again"
+    return None
+
+
+def locate(files, keys) -> str | None:
+    """``"my.yaml, line 12"``: where the last of ``files`` (later ones override earlier ones, as
+    Snakemake merges them) that sets the key path ``keys`` sets it, or the deepest part of it that
+    it sets; None when no file sets any of it (a value from ``--config``)."""
+    import yaml
+
+    here = Path.cwd()
+    for path in reversed([str(Path(f).relative_to(here)) if Path(f).is_absolute() and Path(f).is_relative_to(here)
+                          else str(f) for f in files]):
+        try:
+            node = yaml.compose(Path(path).read_text())
+        except (OSError, yaml.YAMLError):
+            continue
+        found = None
+        for key in keys:
+            if isinstance(node, yaml.MappingNode):
+                match = [(k, v) for k, v in node.value if k.value == str(key)]
+                if not match:
+                    break
+                found, node = match[-1][0], match[-1][1]
+            elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+                found = node = node.value[key]
+            else:
+                break
+        if found is not None:
+            return f"{path}, line {found.start_mark.line + 1}"
+    return None
 
 
 def unknown_recipes(config: dict) -> list[str]:

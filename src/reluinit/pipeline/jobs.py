@@ -3,12 +3,14 @@ result files (sealed: ``reluinit.integrity``)."""
 
 from __future__ import annotations
 
+import errno
 import io
 import logging
 import platform
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .. import integrity
@@ -44,11 +46,17 @@ def start(log_path: str | None, threads: int | None = 1) -> logging.Logger:
 
 def _log_uncaught(kind, error, tb) -> None:
     """The job's log gets what killed it (a script's traceback otherwise reaches only the terminal);
-    a damaged input also gets its fix as the line the workflow's final words repeat."""
+    an error that ends in its fix (a damaged input, an undeclared NaN, a claim that cannot be read)
+    and a full disk also get it as the line the workflow's final words repeat."""
     log = logging.getLogger("reluinit")
     log.critical("the job failed: %s: %s", kind.__name__, error, exc_info=(kind, error, tb))
-    if isinstance(error, integrity.DamagedFile):
+    if isinstance(error, (integrity.DamagedFile, NotFinite)) or getattr(error, "ends_in_fix", False):
         log.error("%s%s", TODO_PREFIX, error)
+    elif isinstance(error, OSError) and error.errno == errno.ENOSPC:
+        folder = Path(error.filename).parent if error.filename else Path.cwd()
+        log.error("%sthe disk holding %s is full (%s): free space there (`df -h %s` shows how much is left) and "
+                  "run the same snakemake command again; the jobs that finished are kept", TODO_PREFIX, folder,
+                  error.strerror, folder)
 
 
 def verified(paths) -> list:
@@ -83,6 +91,50 @@ def read_table(path: str | Path) -> pd.DataFrame:
     """A table written by ``write_table``, checked against its seal first (``integrity.verify``)."""
     integrity.verify(path)
     return pd.read_csv(path)
+
+
+class NotFinite(ValueError):
+    """NaN or inf in a column whose experiment does not say it may hold them: never sealed."""
+
+
+def nonfinite(table: pd.DataFrame, columns=None, rows=None) -> dict[str, str]:
+    """``{column: "3 NaN, 1 inf"}`` for each numeric column (of ``columns``, default all) that holds
+    values that are not finite numbers in ``rows`` (an index of ``table``; default all): pandas'
+    aggregates and seaborn skip them without a word. A column with no value at all is not measured
+    in this table (a setting its runs do not have, such as RP-T5's ``depth``), and a table that stacks
+    kinds of rows (its ``kind`` column: a training run's epochs beside its measurements) leaves each
+    kind's columns empty on the other kinds' rows: such blanks are not counted."""
+    kinds = [g.index for _, g in table.groupby("kind", dropna=False)] if "kind" in table else [table.index]
+    found = {}
+    for col in table.columns if columns is None else columns:
+        values = table[col]
+        if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
+            continue
+        bad = ~np.isfinite(values.astype(float))
+        counted = pd.Series(False, index=table.index)
+        for index in kinds:
+            if not values[index].isna().all():  # a column with no value at all here: not measured here
+                counted[index] = bad[index]
+        if rows is not None:
+            counted = counted[rows]
+        nan = int((counted & values.isna()).sum())
+        inf = int(counted.sum()) - nan
+        if nan or inf:
+            found[col] = ", ".join(f"{n} {what}" for n, what in ((nan, "NaN"), (inf, "inf")) if n)
+    return found
+
+
+def check_finite(table: pd.DataFrame, exp_id: str, declared: dict[str, str], output: str | Path) -> None:
+    """Refuse (``NotFinite``) a table of ``exp_id`` with NaN or inf in a column outside ``declared``
+    (``catalogue.undefined``: the columns the experiment says may hold them, and what they mean)."""
+    bad = {c: n for c, n in nonfinite(table).items() if c not in declared}
+    if bad:
+        found = "; ".join(f"{n} in column {c}" for c, n in bad.items())
+        raise NotFinite(f"{exp_id}: the rows for {output} hold values that are not numbers ({found}), in column(s) "
+                        f"{exp_id} does not declare may hold them, so nothing was written; fix the measurement, or "
+                        f"declare what such a value means in the catalogue entry's `undefined` "
+                        f"(reluinit.pipeline.catalogue, docs/adding-an-experiment.md), then rerun "
+                        f"`{integrity.rebuild_command(output)}`")
 
 
 def write_json(record, path: str | Path) -> None:

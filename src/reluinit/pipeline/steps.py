@@ -31,6 +31,7 @@ def measure(exp_id: str, job: str, s: dict, inputs: list, output: str, masks_fil
         if key in masks:
             extra["masks"] = masks[key]
         frames[key] = exp.measure(s, key, device, [f for f in inputs if f not in others], **extra)
+        jobs.check_finite(frames[key], exp_id, catalogue.undefined(exp_id), output)
     jobs.write_parts(frames, output, experiment=exp_id, scale=scale)
 
 
@@ -46,8 +47,27 @@ def draw(exp_id: str, parts: list, s: dict, out, log_path: str, scale: str) -> N
     table = pd.concat([jobs.read_table(p) for p in parts], ignore_index=True)  # each checked against its seal
     if catalogue.ENTRIES[exp_id].source:  # a view of another experiment's runs: its own id on its rows
         table["experiment"] = exp_id
+    declared = catalogue.undefined(exp_id)
+    jobs.check_finite(table, exp_id, declared, out["table"])  # a part written before the check, or restored
     jobs.write_table(table, out["table"])
     fig = figure(table, s)
+    note = undrawn(table, declared)
+    if note:  # seaborn drops them without a word: the figure says how many and why
+        plotting.footnote(fig, note)
+        log.info("%s: %s", exp_id, note)
     plotting.save(fig, [out["pdf"], out["png"]])
     jobs.write_json({"scale": scale, "settings": s}, out["built"])
     log.info("%s summary:\n%s", exp_id, summary(table).to_string(index=False))
+
+
+def undrawn(table: pd.DataFrame, declared: dict[str, str]) -> str:
+    """The figure's note on the values it cannot draw: the NaN and inf of its table's declared
+    columns (``catalogue.undefined``; a training run's empty history cells aside), grouped by what
+    they mean; "" when there are none."""
+    found = jobs.nonfinite(table, [c for c, why in declared.items() if c in table and why not in catalogue.BLANKS])
+    by_meaning: dict[tuple[str, str], list[str]] = {}
+    for col, n in found.items():
+        by_meaning.setdefault((declared[col], n), []).append(col)
+    parts = [f"{n}{' each' if len(cols) > 1 else ''} in {', '.join(cols)} ({why})"
+             for (why, n), cols in by_meaning.items()]
+    return "Not drawn: " + "; ".join(parts) if parts else ""

@@ -25,7 +25,9 @@ columns. ``check_expression`` refuses anything else when the file loads (an impo
 dunder, ``@`` locals, a method that reads, writes or evaluates), naming the claim and the construct. A ``cells``
 block lists the cells of a paper table (RP's accuracy tables) compactly; each cell becomes one
 claim. Verdicts: "reproduced", "not reproduced", or "not run at this scale" (a paper-scale claim
-at the quick scale, or a table the workflow has not built). ``why`` says what a verdict other than
+at the quick scale, or a table the workflow has not built); "invalid" when the rows a claim reads
+hold NaN or inf in a column its experiment does not declare may hold them (the note counts them;
+a declared one is named in the note, with what it means: ``catalogue.undefined``). ``why`` says what a verdict other than
 "reproduced" means (stand-in data, toy sizes, a number the paper's own bound rules out), so that
 the scorecard never shows a bare disagreement; a cell block's ``why`` covers all its cells.
 """
@@ -37,7 +39,7 @@ import builtins
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from html import escape
 from pathlib import Path
 
@@ -45,9 +47,12 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from ..pipeline import paths
+from ..pipeline import catalogue, jobs, paths
+from ..pipeline.config import yaml_problem
 
 REPRODUCED, NOT_REPRODUCED, NOT_RUN = "reproduced", "not reproduced", "not run at this scale"
+INVALID = "invalid"  # its rows hold NaN or inf where the table's experiment promises numbers
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_RUN, INVALID)
 COLUMNS = ["claim", "paper", "place", "statement", "table", "expected", "measured", "scale",
            "verdict", "note", "why"]
 TEXT_COLUMNS = ["claim", "paper", "place", "statement", "table", "expected", "scale", "verdict",
@@ -152,23 +157,59 @@ def _cell_claims(block: dict) -> list[Claim]:
     return out
 
 
+class ClaimError(ValueError):
+    """A claim that cannot be read or judged: the message names the file and line of ``claims.yaml``
+    (where known), the claim, and what to change there."""
+    ends_in_fix = True  # a job's log repeats it as what to do (``jobs.TODO_PREFIX``)
+
+
 def load(path: str | Path) -> list[Claim]:
-    """Every claim of ``claims.yaml``, cell blocks expanded; ids must be unique."""
+    """Every claim of ``claims.yaml``, cell blocks expanded; ids must be unique. A file that is not
+    YAML, a claim with an unknown or missing key, or an expression claims may not use is refused
+    here, naming the file, the line and the claim."""
+    if yaml_problem(path):  # the file, line and column, not YAML's "<unicode string>"
+        raise ClaimError(yaml_problem(path))
     doc = yaml.safe_load(Path(path).read_text())
-    claims = [Claim(**c) for c in doc.get("claims", [])]
+    lines = _lines(path)
+    claims = []
+    for entry in doc.get("claims", []):
+        try:
+            claims.append(Claim(**entry))
+        except TypeError as e:
+            raise ClaimError(f"{path}, line {lines.get(entry.get('id'), '?')}: claim {entry.get('id')}: {e} (a claim's keys: "
+                             f"{', '.join(f.name for f in fields(Claim) if f.name not in _CELL_ONLY)})") from None
     for block in doc.get("cells", []):
         claims += _cell_claims(block)
     seen = set()
     for c in claims:
+        at = f"{path}, line {lines.get(c.id, lines.get(c.block, '?'))}"
         if c.id in seen:
-            raise ValueError(f"claim id {c.id} is used twice")
+            raise ClaimError(f"{at}: claim id {c.id} is used twice; give it another id")
         seen.add(c.id)
-        c.expectation()  # fail on an unreadable expectation when loading, not when judging
-        check_measure(c.id, c.measure, c.columns)
-        for where in (c.where, (c.also or {}).get("where")):
-            if where:
-                check_expression(c.id, "where", where, c.columns)
+        try:
+            c.expectation()  # fail on an unreadable expectation when loading, not when judging
+            check_measure(c.id, c.measure, c.columns)
+            for where in (c.where, (c.also or {}).get("where")):
+                if where:
+                    check_expression(c.id, "where", where, c.columns)
+        except ValueError as e:
+            raise ClaimError(f"{at}: {e}") from None
     return claims
+
+
+_CELL_ONLY = {"cell", "reported", "table_title"}
+
+
+def _lines(path: str | Path) -> dict[str, int]:
+    """The line of ``claims.yaml`` at which each claim (and cell block) starts, by id."""
+    root = yaml.compose(Path(path).read_text())
+    found = {}
+    for section in root.value if isinstance(root, yaml.MappingNode) else []:
+        for item in section[1].value if isinstance(section[1], yaml.SequenceNode) else []:
+            for key, value in item.value if isinstance(item, yaml.MappingNode) else []:
+                if key.value == "id":
+                    found[value.value] = item.start_mark.line + 1
+    return found
 
 
 def judge(op: str, value: float, tol: float, measured: float) -> bool:
@@ -188,22 +229,31 @@ def missing_columns(claim: Claim, table: pd.DataFrame) -> list[str]:
     return [c for c in claim.columns if c not in table.columns]
 
 
-def measure(claim: Claim, table: pd.DataFrame, where: str | None = "claim") -> float | None:
-    """The claim's number on ``table`` (None when no row matches its filter, or ``where`` when
-    given); raises on a claim that names a column the table lacks."""
+def rows(claim: Claim, table: pd.DataFrame, where: str | None = "claim") -> pd.DataFrame:
+    """What the claim reads: ``table``'s rows that its filter (or ``where``, when given) keeps, in the
+    columns it declares; raises on a claim that names a column the table lacks."""
     missing = missing_columns(claim, table)
     if missing:
-        raise KeyError(f"claim {claim.id}: table {claim.table} has no column(s) {missing}")
+        raise ClaimError(f"claim {claim.id}: table {claim.table} has no column(s) {', '.join(missing)}; its columns are "
+                         f"{', '.join(map(str, table.columns))}: correct the claim's columns in claims.yaml")
     check_measure(claim.id, claim.measure, claim.columns)
     t = table[claim.columns]
     where = claim.where if where == "claim" else where
     if where:
         check_expression(claim.id, "where", where, claim.columns)
         t = t.query(where)
-    if t.empty:
-        return None
-    value = eval(claim.measure, {"__builtins__": SAFE_BUILTINS, **HELPERS}, {"t": t})  # noqa: S307 - checked above
-    return float(value)
+    return t
+
+
+def measure(claim: Claim, table: pd.DataFrame, where: str | None = "claim") -> float | None:
+    """The claim's number on ``table`` (None when no row matches its filter, or ``where`` when
+    given); raises on a claim that names a column the table lacks."""
+    t = rows(claim, table, where)
+    return None if t.empty else _value(claim, t)
+
+
+def _value(claim: Claim, t: pd.DataFrame) -> float:
+    return float(eval(claim.measure, {"__builtins__": SAFE_BUILTINS, **HELPERS}, {"t": t}))  # noqa: S307 - checked
 
 
 # What a claim may use: it evaluates data, not code. ``check_expression`` parses a ``measure`` or
@@ -318,12 +368,22 @@ def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str) -> dict:
     if table is None:
         row["note"] = f"table {claim.table} not built"
         return row
-    measured = measure(claim, table)
-    if measured is None:  # e.g. a sparsity or model this configuration does not train
+    t = rows(claim, table)
+    if t.empty:  # e.g. a sparsity or model this configuration does not train
         row["note"] = "no rows match: not in this configuration"
         return row
-    row["measured"] = measured
+    declared = catalogue.undefined(claim.table)
+    found = jobs.nonfinite(table, claim.columns, rows=t.index)  # blanks judged on the whole table
+    invalid = {c: n for c, n in found.items() if c not in declared}
+    if invalid:  # pandas would drop them and judge the rest: the claim says so instead
+        row["verdict"] = INVALID
+        row["note"] = (f"invalid: {'; '.join(f'{n} in column {c}' for c, n in invalid.items())}, which "
+                       f"{claim.table} does not declare may hold them; rebuild the table")
+        return row
+    row["measured"] = measured = _value(claim, t)
     notes = [claim.note] if claim.note else []
+    notes += [f"the rows read hold {n} in {c} ({declared[c]})" for c, n in found.items()
+              if declared[c] not in catalogue.BLANKS]
     if claim.also:
         other = measure(claim, table, claim.also.get("where"))
         notes.append(f"{claim.also['label']}: {'no rows' if other is None else f'{other:.4g}'}")
@@ -357,12 +417,13 @@ def read(path: str | Path) -> pd.DataFrame:
 def summary(card: pd.DataFrame) -> pd.DataFrame:
     """Counts of verdicts per paper."""
     if card.empty:
-        return pd.DataFrame(columns=[REPRODUCED, NOT_REPRODUCED, NOT_RUN])
+        return pd.DataFrame(columns=list(VERDICTS[:3]))
     counts = card.groupby(["paper", "verdict"]).size().unstack(fill_value=0)
-    return counts.reindex(columns=[REPRODUCED, NOT_REPRODUCED, NOT_RUN], fill_value=0)
+    shown = [v for v in VERDICTS if v != INVALID or v in counts.columns]  # "invalid" only where a claim is
+    return counts.reindex(columns=shown, fill_value=0)
 
 
-_COLOURS = {REPRODUCED: "#cce5cc", NOT_REPRODUCED: "#f4c7c3", NOT_RUN: "#e8e8e8"}
+_COLOURS = {REPRODUCED: "#cce5cc", NOT_REPRODUCED: "#f4c7c3", NOT_RUN: "#e8e8e8", INVALID: "#f9d9a8"}
 NO_REASON = "no reason given in claims.yaml"
 
 
@@ -440,7 +501,7 @@ def _row(r, links: str) -> str:
 
 def _counts(card: pd.DataFrame) -> str:
     n = card["verdict"].value_counts()
-    return ", ".join(f"{n.get(v, 0)} {v}" for v in (REPRODUCED, NOT_REPRODUCED, NOT_RUN))
+    return ", ".join(f"{n.get(v, 0)} {v}" for v in VERDICTS if v != INVALID or n.get(v, 0))
 
 
 _STYLE = """body {font-family: sans-serif; max-width: 1300px; margin: 1em auto; line-height: 1.35}

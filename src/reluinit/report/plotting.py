@@ -68,6 +68,16 @@ def save(fig, paths: list[str | Path]) -> None:
     plt.close(fig)
 
 
+def footnote(fig, text: str) -> None:
+    """A small note under the panels (what the figure could not draw), with room made for it."""
+    lines = _wrap(text, int(fig.get_figwidth() * 15)).split("\n")
+    height = (0.18 * len(lines) + 0.08) / fig.get_figheight()  # 7-point lines, in figure fractions
+    engine = fig.get_layout_engine()
+    if engine is not None and hasattr(engine, "set"):
+        engine.set(rect=(0, height, 1, 1 - height))
+    fig.text(0.005, 0.005, "\n".join(lines), ha="left", va="bottom", fontsize=7, color="0.3")
+
+
 def _wrap(text: str, width: int) -> str:
     """``text`` broken at spaces into lines of at most ``width`` characters, never inside $math$."""
     lines = []
@@ -84,26 +94,46 @@ def _wrap(text: str, width: int) -> str:
 
 
 def wrap_titles(fig) -> None:
-    """Break every title (the figure's and each axes') that is wider than the figure into lines that
-    fit, so that no saved picture cuts its title; the layout engine makes room for the lines."""
+    """Break every title (the figure's and each axes') that is wider than its room into lines that
+    fit, so that no saved picture cuts its title and no axes' title runs into its neighbour's; the
+    layout engine makes room for the lines."""
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
-    titles = [fig._suptitle] if fig._suptitle is not None else []
-    titles += [ax.title for ax in fig.axes if ax.get_visible()]
-    for text in titles:
+    titles = [(fig._suptitle, None)] if fig._suptitle is not None else []
+    titles += [(ax.title, ax) for ax in fig.axes if ax.get_visible()]
+    for text, ax in titles:
         content = text.get_text()
         if not content.strip():
             continue
         for _ in range(4):  # shrink the line width until it fits (a few draws at most)
             ext = text.get_window_extent(renderer)
+            left, right = _room(fig, ax)
             centre = (ext.x0 + ext.x1) / 2  # titles are centred: room on both sides of the centre
-            room = 2 * min(centre - fig.bbox.x0, fig.bbox.x1 - centre)
+            room = 2 * min(centre - left, right - centre)
             if ext.width <= room - 4:
                 break
             longest = max(len(line) for line in text.get_text().split("\n"))
             text.set_text(_wrap(content, max(20, int(longest * (room - 4) / ext.width) - 1)))
             fig.canvas.draw()
             renderer = fig.canvas.get_renderer()
+
+
+def _room(fig, ax) -> tuple[float, float]:
+    """The horizontal span (display units) a title may take: the figure's, less, for an axes' title,
+    the axes beside it in its row and half the gap to them (their titles sit at the same height)."""
+    left, right = fig.bbox.x0, fig.bbox.x1
+    if ax is None:
+        return left, right
+    box = ax.bbox
+    for other in fig.axes:
+        b = other.bbox
+        if other is ax or not other.get_visible() or min(box.y1, b.y1) <= max(box.y0, b.y0):
+            continue  # not in this row
+        if b.x1 <= box.x0 + 1:  # the gap between two axes is shared by their titles
+            left = max(left, (b.x1 + box.x0) / 2)
+        elif b.x0 >= box.x1 - 1:
+            right = min(right, (box.x1 + b.x0) / 2)
+    return left, right
 
 
 def _texts(fig):
@@ -144,7 +174,28 @@ def layout_problems(fig, slack: float = 1.0, draw: bool = True) -> list[str]:
         ticks = sorted((t.get_window_extent(renderer) for t in _shown_ticks(ax, "x")), key=lambda e: e.x0)
         if any(b.x0 < a.x1 - slack for a, b in zip(ticks, ticks[1:])):
             problems.append(f"axes {i} x tick labels overlap")
+    boxes = _boxes(fig, renderer)
+    for n, (what, a, text) in enumerate(boxes):
+        for other, b, other_text in boxes[n + 1:]:
+            if min(a.x1, b.x1) - max(a.x0, b.x0) > slack and min(a.y1, b.y1) - max(a.y0, b.y0) > slack:
+                problems.append(f"{what} {text!r} overlaps {other} {other_text!r}")
     return problems
+
+
+def _boxes(fig, renderer) -> list:
+    """(what, window extent, its text) of every block of text that must not touch another: titles,
+    axis labels, legends, notes and annotations (tick labels are checked along their own axis)."""
+    found = [(what, t) for what, t in _texts(fig) if "tick" not in what]
+    named = {id(t) for _, t in found}  # the suptitle is one of the figure's texts too
+    found += [(f"figure text {i}", t) for i, t in enumerate(fig.texts) if id(t) not in named]
+    for i, ax in enumerate(a for a in fig.axes if a.get_visible()):
+        found += [(f"axes {i} text", t) for t in ax.texts]
+    out = [(what, t.get_window_extent(renderer), t.get_text()[:40]) for what, t in found
+           if t.get_visible() and t.get_text().strip()]
+    legends = [(f"axes {i} legend", ax.get_legend()) for i, ax in enumerate(a for a in fig.axes if a.get_visible())]
+    legends += [(f"figure legend {i}", leg) for i, leg in enumerate(fig.legends)]
+    out += [(what, leg.get_window_extent(renderer), "") for what, leg in legends if leg is not None and leg.get_visible()]
+    return out
 
 
 def polygons(ax, vertices, seed: int = 0) -> None:

@@ -489,11 +489,13 @@ def verdicts(card: pd.DataFrame, runs: pd.DataFrame, absent: bool = False, reaso
     reference/README.md and the documentation show everything."""
     counts = claims.summary(card)
     done = runs[runs["status"] == "done"].groupby(runs["experiment"].map(paper_of)).size()
-    lines = ["| paper | reproduced | not reproduced | not run | experiments in the reference |", "|---|---|---|---|---|"]
+    shown = list(counts.columns)  # "invalid" only when a claim is
+    lines = [f"| paper | {' | '.join(v.replace(' at this scale', '') for v in shown)} | experiments in the reference |",
+             "|---|" + "---|" * len(shown) + "---|"]
     for paper in PAPERS:
         if paper in counts.index:
             c = counts.loc[paper]
-            lines.append(f"| {paper} | {c[claims.REPRODUCED]} | {c[claims.NOT_REPRODUCED]} | {c[claims.NOT_RUN]} | "
+            lines.append(f"| {paper} | {' | '.join(str(c[v]) for v in shown)} | "
                          f"{done.get(paper, 0)} of {sum(paper_of(e) == paper for e in catalogue.ENTRIES)} |")
     finished = set(runs.loc[runs["status"] == "done", "experiment"])
     lacking = [e for e in catalogue.ENTRIES if e not in finished]
@@ -506,6 +508,8 @@ def verdicts(card: pd.DataFrame, runs: pd.DataFrame, absent: bool = False, reaso
         for _, row in card[card["verdict"] == claims.NOT_REPRODUCED].iterrows():
             lines.append(f"- **{row['claim']}** ({row['table']}): measured {_num(row['measured'])}, the paper "
                          f"{row['expected']}. {row['why'] or claims.NO_REASON}")
+        for _, row in card[card["verdict"] == claims.INVALID].iterrows():
+            lines.append(f"- **{row['claim']}** ({row['table']}): not judged, {row['note']}.")
     return "\n".join(lines)
 
 

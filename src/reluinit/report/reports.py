@@ -39,7 +39,7 @@ def seen(card: pd.DataFrame, exp_id: str) -> str:
     counts = verdicts(card, exp_id)["verdict"].value_counts()
     if counts.empty:
         return "No scorecard claim reads this table; compare the figure and summary with the paper."
-    order = [claims.REPRODUCED, claims.NOT_REPRODUCED, claims.NOT_RUN]
+    order = [v for v in claims.VERDICTS if v != claims.INVALID or counts.get(v, 0)]
     return "Claims on this table: " + ", ".join(f"{counts.get(v, 0)} {v}" for v in order) + "."
 
 
