@@ -44,7 +44,9 @@ onstart:
 
 
 onerror:
-    # A missing dataset offline, a damaged input: end with what to do, not with Snakemake's "At
-    # least one job did not complete successfully".
+    # A missing dataset offline, a damaged input, jobs sbatch refused: end with what to do, not with
+    # Snakemake's "At least one job did not complete successfully".
     if job_instruction():
         stop(job_instruction())
+    if sbatch_refusal(log):
+        stop(sbatch_refusal(log))

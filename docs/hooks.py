@@ -5,7 +5,9 @@ time, so that the site cannot drift from it.
   scorecard (``reference/paper/reports/*.html``) are served at the same paths under the site;
 - ``catalogue.md`` is ``CATALOGUE.md`` and ``changelog.md`` is ``CHANGELOG.md``;
 - ``<!-- gallery -->`` in ``gallery.md`` becomes ``reluinit.report.gallery.markdown()`` and
-  ``<!-- verdicts -->`` in ``reference.md`` the reference's verdict block.
+  ``<!-- verdicts -->`` in ``reference.md`` the reference's verdict block;
+- ``<!-- plan:jobs -->`` (and ``plan:gpu_hours`` ...) becomes that number of the paper scale's plan
+  (``reluinit.pipeline.plan.numbers``): no page types a job count.
 """
 
 from pathlib import Path
@@ -26,7 +28,24 @@ def on_files(files, config):
     return files
 
 
+_PLAN = {}
+
+
+def _plan_numbers() -> dict:
+    if not _PLAN:  # once per build: the plan imports every experiment's module
+        import yaml
+
+        from reluinit.pipeline import plan
+
+        _PLAN.update(plan.numbers(yaml.safe_load((ROOT / "config.yaml").read_text()), "paper"))
+    return _PLAN
+
+
 def on_page_markdown(markdown, page, config, files):
+    if "<!-- plan:" in markdown:
+        import re
+
+        markdown = re.sub(r"<!-- plan:(\w+) -->", lambda m: _plan_numbers()[m.group(1)], markdown)
     if "<!-- gallery -->" in markdown:  # the marker's line (a note for readers of the source) becomes the gallery
         import yaml
 

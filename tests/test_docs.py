@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from reluinit.pipeline import catalogue
+from reluinit.pipeline import catalogue, plan
 from reluinit.report import gallery, reference
 
 # One worker runs this file's tests (pytest-xdist), so its module fixture is built once.
@@ -144,7 +144,68 @@ MESSAGES = [
 ]
 
 
-def test_troubleshooting_quotes_every_message_the_tests_check():
+def test_troubleshooting_quotes_every_message_the_tests_check(site):
     page = (ROOT / "docs" / "troubleshooting.md").read_text()
     missing = [m for m in MESSAGES if m not in page]
     assert not missing, f"docs/troubleshooting.md lacks {missing}"
+    shown = _text(site / "troubleshooting.html")  # and the built page shows them, word for word
+    missing = [m for m in MESSAGES if m not in shown]
+    assert not missing, f"the built troubleshooting page does not show {missing}"
+
+
+COMMAND = re.compile(r"(?:snakemake|python|make|bash|pip|git)\b")
+
+
+def _text(page) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))
+
+
+def _commands(page) -> list[str]:
+    """Every command a built page shows: a line of a code block or span that starts with one, and
+    one quoted in backticks inside a code span (a message that gives its fix)."""
+    codes = [html.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<code[^>]*>(.*?)</code>", page.read_text(), re.S)]
+    found = [line.strip() for c in codes for line in c.splitlines() if COMMAND.match(line.strip())]
+    return found + [q for c in codes for q in re.findall(r"`([^`]*)`", c) if COMMAND.match(q)]
+
+
+@pytest.mark.parametrize("page", ["troubleshooting", "running", "cluster", "getting-started"])
+def test_every_command_a_page_shows_is_whole(site, page):
+    """What the reader sees, not the Markdown: a backtick inside a code span once ended it early, and
+    a <placeholder> in the rest was read as an HTML tag and vanished (`snakemake /fetched/mnist.json`)."""
+    commands = _commands(site / f"{page}.html")
+    assert commands
+    for command in commands:
+        assert "`" not in command, command  # a code span cut short
+        assert not re.search(r"(^|\s)/\w", command), command  # a path whose first segment vanished
+    text = _text(site / f"{page}.html")
+    assert not re.search(r"^\s*: ", text, re.M), "a definition list shown as ': ' text"
+    prose = html.unescape(re.sub(r"<[^>]+>", "", re.sub(r"<(code|pre)\b.*?</\1>", "", (site / f"{page}.html").read_text(),
+                                                        flags=re.S)))
+    assert "`" not in prose, re.findall(r".{0,60}`.{0,60}", prose)[:3]  # a code span that ended early
+    assert not re.search(r"\bsnakemake\s+/\w", text), re.findall(r"snakemake\s+/\S+", text)
+
+
+# A path of the machine that built something (a home, a scratch or temporary folder): never shown.
+MACHINE_PATH = re.compile(r"(?<![\w.~:/-])/(?:tmp|work|root|home|Users|mnt|scratch|opt|srv)/[^\s\"'<)`]*")
+
+
+def test_no_machine_path_builders_note_or_dated_history_in_the_site_or_the_reference(site):
+    shown = [p for p in site.rglob("*") if p.suffix in (".html", ".json")]
+    kept = [p for p in (ROOT / "reference").rglob("*") if p.suffix in (".md", ".json", ".csv", ".log", ".txt", ".yaml")]
+    for path in shown + kept:
+        found = MACHINE_PATH.findall(path.read_text(errors="replace"))
+        assert not found, f"{path} shows {found[:3]}"
+    for page in site.glob("*.html"):
+        if page.name == "changelog.html":  # the changelog is the one place for history
+            continue
+        text = _text(page)
+        assert not re.search(r"\blent (machine|GPU)\b|\$OUT\b", text), page.name
+        assert not re.search(r"\b(on|Later on) 20\d\d-\d\d-\d\d\b", text), (page.name, re.findall(r".{40}on 20\d\d-\d\d-\d\d.{20}", text))
+
+
+def test_the_cluster_page_quotes_the_plans_numbers(site):
+    numbers = plan.numbers(yaml.safe_load((ROOT / "config.yaml").read_text()), "paper")
+    text = re.sub(r"\s+", " ", _text(site / "cluster.html"))
+    assert f"at the paper scale {numbers['jobs']} measurement, pruning and training jobs ({numbers['train_part']} training" in text
+    assert f"{numbers['gpu_hours']} GPU-hours and {numbers['cpu_hours']} CPU-hours requested" in text
+    assert "<!-- plan:" not in (site / "cluster.html").read_text() + (site / "performance.html").read_text()

@@ -7,6 +7,7 @@ plugin queries squeue (the cluster keeps finished jobs visible with a high MinJo
 
 import functools
 import re
+import shlex
 import subprocess
 import time
 
@@ -215,3 +216,45 @@ def test_a_cancelled_training_job_resumes_from_its_checkpoint(cluster, backgroun
     _finish(uninterrupted, reference)
     got, want = (pd.read_csv(d / TRAINING_TARGET).drop(columns=["seconds", "train_seconds"]) for d in (wf, reference))
     pd.testing.assert_frame_equal(got, want, check_exact=True)
+
+
+def _documented():
+    """The commands of the SLURM section, in the README and on the cluster page (the same two)."""
+    def block(text):
+        found = re.search(r"## On a SLURM cluster\n\n```bash\n(.*?)```", text, re.S).group(1)
+        return [line.split(" #", 1)[0].strip() for line in found.splitlines() if line.strip()]
+
+    readme, page = block((ROOT / "README.md").read_text()), block((ROOT / "docs" / "cluster.md").read_text())
+    assert readme == page and len(page) == 2, (readme, page)
+    return page
+
+
+ONE_JOB = "results/quick/OP/OP-F1/all-parts.csv"  # one SLURM job of the subset (the first test runs them all)
+
+
+def _placed(command, partition):
+    """A documented command with this cluster's values for its placeholders and one job's file for `all`."""
+    words = shlex.split(command.replace("ACCOUNT", "test").replace("CPU_PARTITION", partition)
+                        .replace("GPU_PARTITION", "main"))[1:]
+    return [ONE_JOB if word == "all" else word for word in words]
+
+
+def test_the_documented_slurm_commands_run_here_and_a_partition_sinfo_lacks_stops_in_one_sentence(cluster, tmp_path):
+    fetch, submit = _documented()
+    wf = copy_workflow(tmp_path / "slurm")
+    assert "slurm_partition=GPU_PARTITION" in submit and "train_part:" in submit
+    run = snakemake(*_placed(fetch, "main"), *_subset(wf), cwd=wf)  # on the login node; the quick scale fetches nothing
+    assert run.returncode == 0, run.stderr[-2000:]
+    flags = ["--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "1",
+             "--seconds-between-status-checks", "1", *THREADS]
+    bad = snakemake(*_placed(submit, "cpu"), *flags, *_subset(wf), cwd=wf)
+    last = [line for line in (bad.stdout + bad.stderr).splitlines() if line.strip()][-1]
+    assert bad.returncode != 0
+    assert last == ("slurm_partition=cpu (--default-resources) is not a partition of this cluster: `sinfo` lists main. "
+                    "Set one of those (ACCOUNT, CPU_PARTITION and GPU_PARTITION in the documentation's commands are "
+                    "placeholders) and run again."), last
+    assert "submitted with SLURM jobid" not in bad.stdout + bad.stderr  # nothing reached sbatch
+    run = snakemake(*_placed(submit, "main"), *flags, *_subset(wf), cwd=wf, timeout=900)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    assert re.search(r"submitted with SLURM jobid \d+", run.stdout + run.stderr)
+    assert (wf / ONE_JOB).exists()

@@ -56,6 +56,52 @@ def check_slurm():
             f"The SLURM controller does not answer (`scontrol ping`: {answer[0] if answer else 'no output'}): "
             f"start slurmctld or run from a node that reaches it, {leave}."
         )
+    known = partitions()
+    for partition, where in asked_partitions().items():
+        if known and partition not in known:
+            stop(
+                f"slurm_partition={partition} ({where}) is not a partition of this cluster: `sinfo` lists "
+                f"{', '.join(known)}. Set one of those (ACCOUNT, CPU_PARTITION and GPU_PARTITION in the "
+                "documentation's commands are placeholders) and run again."
+            )
+
+
+def partitions():
+    """The partitions `sinfo` lists (the default one without its `*`), or [] when it cannot say."""
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return list(dict.fromkeys(p.rstrip("*") for p in out.split()))
+
+
+def asked_partitions():
+    """{partition: where the run asks for it}: `--default-resources` and each rule's `--set-resources`
+    (the profile's included)."""
+    settings = workflow.resource_settings
+    sources = [("--default-resources", settings.default_resources)]
+    sources += [(f"--set-resources {rule}:slurm_partition", r) for rule, r in (settings.overwrite_resources or {}).items()]
+    found = {}
+    for where, resources in sources:
+        for arg in getattr(resources, "args", None) or []:
+            name, _, value = arg.partition("=")
+            if name == "slurm_partition" and value.strip("'\""):
+                found.setdefault(value.strip("'\""), where)
+    return found
+
+
+def sbatch_refusal(log):
+    """One sentence for jobs that `sbatch` refused (an account, partition or QOS this cluster does not
+    have): the plugin says so once per job, and the run then ends on Snakemake's own words."""
+    logs = [log] if isinstance(log, (str, Path)) else list(log or [])  # Snakemake hands over one path or several
+    text = "".join(Path(f).read_text(errors="replace") for f in logs if Path(f).is_file())
+    refused = re.findall(r"sbatch: error: ([^\n']+)", text)
+    if not refused:
+        return None
+    known = partitions()
+    return (f"sbatch refused this run's jobs: {refused[0].strip()}. Check what they ask for in --default-resources "
+            "and --set-resources (slurm_account, slurm_partition, qos, mem_mb, runtime; ACCOUNT, CPU_PARTITION and "
+            f"GPU_PARTITION in the documentation's commands are placeholders){'; `sinfo` lists partitions ' + ', '.join(known) if known else ''}.")
 
 
 def check_device():

@@ -316,6 +316,45 @@ def totals(table: pd.DataFrame) -> pd.DataFrame:
     return by_rule
 
 
+def numbers(config: dict, scale: str = "paper") -> dict[str, str]:
+    """The bill's numbers as the documentation quotes them (``<!-- plan:jobs -->`` and the like in
+    docs/*.md, filled in by docs/hooks.py): pages never carry a typed count."""
+    table = jobs(config, scale)
+    summary = totals(table)
+    count = table["rule"].value_counts()
+    return {"jobs": f"{len(table):,}", "train_part": f"{count.get('train_part', 0):,}",
+            "prune": f"{count.get('prune', 0):,}", "measure": f"{count.get('measure', 0):,}",
+            "train": f"{count.get('train', 0):,}", "gpu_hours": f"{summary.loc['total', 'gpu_hours']:,.0f}",
+            "cpu_hours": f"{summary.loc['total', 'cpu_hours']:,.0f}", "longest_h": f"{table['runtime_h'].max():g}",
+            "max_mem_gb": f"{table['mem_mb'].max() / 1000:g}"}
+
+
+def profile_conflicts(config: dict, profile: str | Path, scale: str = "paper") -> list[str]:
+    """What a SLURM profile's ``set-resources`` would ask for differently from what the rules declare
+    (gpu, cpus_per_gpu, mem_mb, runtime), one line per rule and resource: [] when the profile asks
+    for exactly what ``jobs`` prints."""
+    overrides = (yaml.safe_load(Path(profile).read_text()) or {}).get("set-resources") or {}
+    table = jobs(config, scale)
+    declared = {"train": {"gpu": 0, "mem_mb": TRAIN["mem_mb"], "runtime": TRAIN["runtime"]},
+                "measure": {"gpu": 0, "mem_mb": MEASURE["mem_mb"], "runtime": MEASURE["runtime"]}}
+    lines = []
+    for rule, asked in overrides.items():
+        for key, value in (asked or {}).items():
+            if key not in ("gpu", "cpus_per_gpu", "mem_mb", "runtime"):
+                continue  # a partition, an account, a QOS: the cluster's, not the job's size
+            if rule in declared and key in declared[rule]:
+                mine = declared[rule][key]
+                same = hours(value) == hours(mine) if key == "runtime" else value == mine
+            else:  # train_part and prune: per job, from the experiments' resources
+                rows = table[table["rule"] == rule]
+                column = {"gpu": "gpu", "mem_mb": "mem_mb", "runtime": "runtime_h"}.get(key)
+                same = column is not None and len(rows) and set(rows[column]) == {hours(value) if key == "runtime" else value}
+            if not same:
+                lines.append(f"{profile}: set-resources {rule}: {key}={value}, where the rule declares "
+                             f"{declared.get(rule, {}).get(key, 'per job, from its experiment')}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reluinit.pipeline.plan", description=__doc__.split("\n\n")[0])
     parser.add_argument("scale", nargs="?", default="paper", choices=["paper", "quick", "smoke"])
@@ -357,6 +396,11 @@ def main(argv: list[str] | None = None) -> int:
     print(summary.round(1).to_string())
     print(f"\n{int(summary.loc['total', 'jobs'])} jobs, {summary.loc['total', 'gpu_hours']:.0f} GPU-hours, "
           f"{summary.loc['total', 'cpu_hours']:.0f} CPU-hours requested")
+    profile = Path(args.config).parent / "profiles" / "slurm" / "config.yaml"
+    if profile.exists():
+        conflicts = profile_conflicts(config, profile, args.scale)
+        print("Under the SLURM profile every job asks for these resources (its partition and account are "
+              "yours to set)" if not conflicts else "The SLURM profile asks for other resources:\n" + "\n".join(conflicts))
     if cost is not None:
         print(f"Priced from {args.cost}: {summary.loc['total', 'gpu_hours_measured']:.0f} GPU-hours measured "
               f"against {summary.loc['total', 'gpu_hours']:.0f} declared "

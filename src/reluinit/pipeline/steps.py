@@ -56,7 +56,7 @@ def draw(exp_id: str, parts: list, s: dict, out, log_path: str, scale: str) -> N
         plotting.footnote(fig, note)
         log.info("%s: %s", exp_id, note)
     plotting.save(fig, [out["pdf"], out["png"]])
-    jobs.write_json({"scale": scale, "settings": s}, out["built"])
+    jobs.write_json({"scale": scale, "settings": portable(s)}, out["built"])
     log.info("%s summary:\n%s", exp_id, summary(table).to_string(index=False))
 
 
@@ -71,3 +71,12 @@ def undrawn(table: pd.DataFrame, declared: dict[str, str]) -> str:
     parts = [f"{n}{' each' if len(cols) > 1 else ''} in {', '.join(cols)} ({why})"
              for (why, n), cols in by_meaning.items()]
     return "Not drawn: " + "; ".join(parts) if parts else ""
+
+
+def portable(s: dict) -> dict:
+    """Settings as a figure's record keeps them: a data folder given as an absolute path is shown by
+    its setting's name (``<data_dir>``), not by the path of the machine that built it."""
+    from pathlib import Path
+
+    return {k: ("<data_dir>" if k == "data_dir" and Path(str(v)).is_absolute()
+                else portable(v) if isinstance(v, dict) else v) for k, v in s.items()}
