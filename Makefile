@@ -28,6 +28,9 @@ install: $(VENV)/.installed
 
 quick: install
 	$(BIN)/snakemake all --cores $(CORES) --config scale=quick
+	@echo ""
+	@echo "Open results/quick/reports/scorecard.html (every claim, judged), a paper's notebook"
+	@echo "results/quick/reports/{TG,EP,OP,LR,RP,X}.html, or the figures in results/quick/figures/."
 
 # One pytest-xdist worker per core (tests/conftest.py shares the quick build between them).
 test: install

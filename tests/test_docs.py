@@ -209,3 +209,21 @@ def test_the_cluster_page_quotes_the_plans_numbers(site):
     assert f"at the paper scale {numbers['jobs']} measurement, pruning and training jobs ({numbers['train_part']} training" in text
     assert f"{numbers['gpu_hours']} GPU-hours and {numbers['cpu_hours']} CPU-hours requested" in text
     assert "<!-- plan:" not in (site / "cluster.html").read_text() + (site / "performance.html").read_text()
+
+
+@pytest.mark.parametrize("paper", ["tg", "ep", "op", "lr", "rp", "x"])
+def test_a_paper_page_opens_with_a_reference_figure_and_the_command_that_rebuilds_it(site, paper):
+    page = (site / "papers" / f"{paper}.html").read_text()
+    first = re.search(r'<img [^>]*src="\.\./reference/paper/figures/([\w-]+)\.png"', page)
+    first_section = page.index("<h2") if "<h2" in page else len(page)
+    assert first and page.index(first.group(0)) < first_section, "no figure before the first section"
+    exp = first.group(1)
+    assert (site / "reference" / "paper" / "figures" / f"{exp}.png").exists()
+    assert f"snakemake {exp.lower().replace('-', '_')} --cores 2" in _text(site / "papers" / f"{paper}.html")
+    assert f'href="../gallery.html#{exp.lower()}"' in page and f"reference/paper/reports/{paper.upper()}.html" in page
+
+
+def test_the_home_page_leads_to_your_own_network_and_make_quick_says_what_to_open():
+    assert "(your-own-network.md)" in (ROOT / "docs" / "index.md").read_text()
+    dry = subprocess.run(["make", "-n", "quick"], cwd=ROOT, capture_output=True, text=True).stdout
+    assert "results/quick/reports/scorecard.html" in dry and "results/quick/reports/{TG,EP,OP,LR,RP,X}.html" in dry

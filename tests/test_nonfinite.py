@@ -99,7 +99,7 @@ def test_a_figure_says_how_many_values_it_could_not_draw_and_why():
     t = pd.DataFrame({"layer": [0, 1, 2, 0, 1, 2], "growth": [NAN, 1.5, INF, NAN, 1.4, 1.6],
                       "length_ratio": [NAN, 1.5, 1.6, NAN, 1.4, 1.6]})
     note = steps.undrawn(t, catalogue.undefined("EP-F13"))
-    assert note.startswith("Not drawn: 2 NaN, 1 inf in growth (no earlier length to grow from")
+    assert note.startswith("Not drawn: 2 NaN, 1 inf in growth (no earlier length: the input layer")
     assert "; 2 NaN in length_ratio (no earlier length:" in note
     assert steps.undrawn(t.fillna(1.0).replace(INF, 1.0), catalogue.undefined("EP-F13")) == ""
     fig, (ax,) = plotting.panels(1)

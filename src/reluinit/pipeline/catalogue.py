@@ -66,12 +66,11 @@ class Entry:
 # outside these is refused when its table is written (``jobs.check_finite``), makes a claim that
 # reads it "invalid", and each figure says how many of its values it could not draw.
 UNDEFINED = {
-    "growth": "no earlier length to grow from: the input layer, or a layer or line whose input collapsed to a point",
-    "length_ratio": "no earlier length: the input layer, or a layer whose input collapsed to a point",
-    "length_exact": "the exact length is computed for the first exact_nets nets only, up to the layer the "
-                    "interval budget reaches",
-    "discretisation_error": "no exact length to compare with (see length_exact)",
-    **{f"chi_measured_{stage}{sd}": "a stage at which pruning emptied a layer: no signal passes, chi is undefined"
+    "growth": "no earlier length: the input layer, or a path collapsed to a point",
+    "length_ratio": "no earlier length: the input layer, or a path collapsed to a point",
+    "length_exact": "exact lengths are computed for the first exact_nets nets only",
+    "discretisation_error": "no exact length to compare with",
+    **{f"chi_measured_{stage}{sd}": "pruning emptied a layer: no signal passes, chi is undefined"
        for stage in ("dense", "pruned", "rescaled", "rescaled_random", "rescaled_redrawn") for sd in ("", "_sd")},
 }
 # A training run's history: the row before training (epoch 0) has taken no step, and the row of the

@@ -43,21 +43,31 @@ def draw(exp_id: str, parts: list, s: dict, out, log_path: str, scale: str) -> N
     from ..report import plotting
 
     log = jobs.start(log_path, threads=None)  # no torch here; each id's log is its own
-    figure, summary = catalogue.figures_of(exp_id)  # reluinit.figures.<module>: tables in, figures out
+    summary = catalogue.figures_of(exp_id)[1]  # reluinit.figures.<module>: tables in, figures out
     table = pd.concat([jobs.read_table(p) for p in parts], ignore_index=True)  # each checked against its seal
     if catalogue.ENTRIES[exp_id].source:  # a view of another experiment's runs: its own id on its rows
         table["experiment"] = exp_id
-    declared = catalogue.undefined(exp_id)
-    jobs.check_finite(table, exp_id, declared, out["table"])  # a part written before the check, or restored
+    jobs.check_finite(table, exp_id, catalogue.undefined(exp_id), out["table"])  # a part written before the check
     jobs.write_table(table, out["table"])
-    fig = figure(table, s)
-    note = undrawn(table, declared)
-    if note:  # seaborn drops them without a word: the figure says how many and why
-        plotting.footnote(fig, note)
-        log.info("%s: %s", exp_id, note)
-    plotting.save(fig, [out["pdf"], out["png"]])
+    plotting.save(picture(exp_id, table, s), [out["pdf"], out["png"]])
     jobs.write_json({"scale": scale, "settings": portable(s)}, out["built"])
     log.info("%s summary:\n%s", exp_id, summary(table).to_string(index=False))
+
+
+def picture(exp_id: str, table: pd.DataFrame, s: dict):
+    """``exp_id``'s catalogue figure of ``table``, with a note under its panels on the values it
+    could not draw (``undrawn``): what a figure job saves, and what ``reference render --figures``
+    redraws from a committed table."""
+    import logging
+
+    from ..report import plotting
+
+    fig = catalogue.figures_of(exp_id)[0](table, s)
+    note = undrawn(table, catalogue.undefined(exp_id))
+    if note:  # seaborn drops them without a word: the figure says how many and why
+        plotting.footnote(fig, note)
+        logging.getLogger("reluinit").info("%s: %s", exp_id, note)
+    return fig
 
 
 def undrawn(table: pd.DataFrame, declared: dict[str, str]) -> str:

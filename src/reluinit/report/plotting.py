@@ -69,12 +69,16 @@ def save(fig, paths: list[str | Path]) -> None:
 
 
 def footnote(fig, text: str) -> None:
-    """A small note under the panels (what the figure could not draw), with room made for it."""
+    """A small note under the panels (what the figure could not draw): the figure grows by the
+    note's height, so the panels keep theirs."""
     lines = _wrap(text, int(fig.get_figwidth() * 15)).split("\n")
-    height = (0.18 * len(lines) + 0.08) / fig.get_figheight()  # 7-point lines, in figure fractions
+    extra = 0.17 * len(lines) + 0.1  # inches: 7-point lines and a margin
+    width, height = fig.get_size_inches()
+    fig.set_size_inches(width, height + extra)
     engine = fig.get_layout_engine()
     if engine is not None and hasattr(engine, "set"):
-        engine.set(rect=(0, height, 1, 1 - height))
+        bottom = extra / (height + extra)
+        engine.set(rect=(0, bottom, 1, 1 - bottom))
     fig.text(0.005, 0.005, "\n".join(lines), ha="left", va="bottom", fontsize=7, color="0.3")
 
 

@@ -2,7 +2,7 @@
 without running anything (``reference/paper/``, the layout of ``results/paper/``).
 
     python -m reluinit.report.reference export [--results results/paper] [--out reference/paper]
-    python -m reluinit.report.reference render [--root reference/paper]
+    python -m reluinit.report.reference render [--root reference/paper] [--figures]
     python -m reluinit.report.reference targets      (the Snakemake targets that build it: `make reference`)
     python -m reluinit.report.reference restore      (an unfinished experiment's finished jobs, back into results/)
     python -m reluinit.report.reference refingerprint   (today's fingerprints on parts.csv, after code moved)
@@ -450,6 +450,29 @@ def _write_parts(parts: pd.DataFrame, path: Path) -> None:
     parts.assign(**counts).to_csv(path, index=False)
 
 
+def redraw(root: str | Path) -> list[str]:
+    """Draw every figure of the tree again from its committed table and settings record (PNG, as
+    ``export`` copies it): after a change to the plotting code, the reference shows what a build
+    draws today without rerunning a measurement. Returns the ids drawn."""
+    from ..pipeline import steps
+    from . import plotting
+
+    root = Path(root)
+    drawn = []
+    for record in sorted((root / "figures").glob("*.json")):
+        exp = record.stem
+        table = Path(paths.existing_table(str(root), exp))
+        if exp not in catalogue.ENTRIES or not table.exists():
+            continue
+        settings = json.loads(record.read_text())["settings"]
+        data = pd.read_csv(table, low_memory=False)
+        if catalogue.ENTRIES[exp].source:
+            data["experiment"] = exp
+        plotting.save(steps.picture(exp, data, settings), [root / "figures" / f"{exp}.png"])
+        drawn.append(exp)
+    return drawn
+
+
 def render(root: str | Path, claims_file: str = "claims.yaml", notebooks: bool = True,
            readme: str | Path | None = "README.md") -> pd.DataFrame:
     """Judge every claim on the tree, execute each paper's notebook on it (HTML only), and write
@@ -611,6 +634,8 @@ def main() -> None:
     r = sub.add_parser("render")
     r.add_argument("--root", default="reference/paper")
     r.add_argument("--no-notebooks", action="store_true")
+    r.add_argument("--figures", action="store_true", help="also draw every figure again from its committed table "
+                                                             "(after a change to the plotting code)")
     sub.add_parser("targets")
     f = sub.add_parser("refingerprint", help="today's fingerprints on parts.csv, after code moved without a number changing")
     f.add_argument("--root", default="reference/paper")
@@ -640,6 +665,8 @@ def main() -> None:
         runs = export(a.results, a.out, a.experiments, a.scale)
         print(runs.to_string(index=False))
     else:
+        if a.figures:
+            print("drew", " ".join(redraw(a.root)))
         card = render(a.root, notebooks=not a.no_notebooks)
         print(claims.summary(card).to_string())
     print(f"machine: {platform.node()}, {platform.processor() or platform.machine()}")
