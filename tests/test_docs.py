@@ -141,6 +141,15 @@ MESSAGES = [
     "no integer C gives a discrete set",
     "starting afresh",
     "ImageNet (RP-T8, optional) does not fit in device memory",
+    "is not valid YAML",
+    "correct it there (every key and its type",
+    "needs at least",
+    "free space there",
+    "is not a partition of this cluster",
+    "sbatch refused this run's jobs",
+    "got an unexpected keyword argument",
+    "has no column(s)",
+    "does not declare may hold them",
 ]
 
 
