@@ -346,3 +346,23 @@ def test_a_full_disk_names_the_folder_and_says_to_free_space_and_rerun(caplog):
     with caplog.at_level("ERROR", logger="reluinit"):
         jobs._log_uncaught(OSError, OSError(errno.EACCES, "Permission denied", "x"), None)
     assert jobs.TODO_PREFIX not in caplog.text  # another OSError: its traceback, no advice
+
+
+def test_an_experiment_with_finished_parts_only_is_judged_on_their_cells_and_says_so(tmp_path):
+    """The reference keeps an experiment that runs across sessions as its finished jobs: its claims
+    are judged on the cells those hold, and a claim on a cell not run yet is not run."""
+    folder = tmp_path / "RP" / "RP-F3"
+    folder.mkdir(parents=True)
+    for depth, acc in [(2, 0.9), (20, 0.8)]:
+        pd.DataFrame({"setup": ["eoc_rescaled"] * 2, "depth": [depth] * 2, "sparsity": [0.9] * 2,
+                      "run": [f"d{depth}", f"d{depth}"], "best_test_acc": [acc, acc]}).to_csv(folder / f"g{depth}.csv", index=False)
+    shallow = claims.Claim(id="T-1", paper="RP", place="here", claim="depth 20 trains", table="RP-F3",
+                           columns=["setup", "depth", "sparsity", "run", "best_test_acc"],
+                           measure="runs(t).best_test_acc.mean()", expect="> 0.5", where="depth == 20")
+    deep = claims.Claim(**{**vars(shallow), "id": "T-2", "where": "depth == 100"})
+    card = claims.scorecard([shallow, deep], str(tmp_path), "paper").set_index("claim")
+    assert card.loc["T-1", "verdict"] == claims.REPRODUCED and card.loc["T-1", "measured"] == pytest.approx(0.8)
+    assert card.loc["T-1", "note"].startswith("partial: judged on the rows of 2 finished jobs")
+    assert card.loc["T-2", "verdict"] == claims.NOT_RUN
+    assert card.loc["T-2", "note"] == "no rows match: its cells are not among the finished jobs yet"
+    assert claims.scorecard([shallow], str(tmp_path / "nothing"), "paper")["verdict"].iloc[0] == claims.NOT_RUN

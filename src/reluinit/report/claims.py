@@ -369,8 +369,9 @@ def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str) -> dict:
         row["note"] = f"table {claim.table} not built"
         return row
     t = rows(claim, table)
-    if t.empty:  # e.g. a sparsity or model this configuration does not train
-        row["note"] = "no rows match: not in this configuration"
+    if t.empty:  # e.g. a sparsity or model this configuration does not train, or not run yet
+        row["note"] = ("no rows match: its cells are not among the finished jobs yet" if table.attrs.get("partial")
+                       else "no rows match: not in this configuration")
         return row
     declared = catalogue.undefined(claim.table)
     found = jobs.nonfinite(table, claim.columns, rows=t.index)  # blanks judged on the whole table
@@ -382,6 +383,8 @@ def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str) -> dict:
         return row
     row["measured"] = measured = _value(claim, t)
     notes = [claim.note] if claim.note else []
+    if table.attrs.get("partial"):
+        notes.insert(0, f"partial: judged on the rows of {table.attrs['partial']} finished jobs, the rest not run yet")
     notes += [f"the rows read hold {n} in {c} ({declared[c]})" for c, n in found.items()
               if declared[c] not in catalogue.BLANKS]
     if claim.also:
@@ -400,10 +403,26 @@ def scorecard(claims: list[Claim], results: str, scale: str) -> pd.DataFrame:
     rows = []
     for c in claims:
         if c.table not in tables:
-            p = Path(paths.existing_table(results, c.table))
-            tables[c.table] = pd.read_csv(p) if p.exists() else None
+            tables[c.table] = _table(results, c.table)
         rows.append(evaluate(c, tables[c.table], scale))
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _table(results: str, exp: str) -> pd.DataFrame | None:
+    """``exp``'s table under ``results``; for an experiment still running across sessions (the
+    reference keeps its finished jobs, ``reference export``), its finished parts' rows together,
+    marked ``attrs["partial"]`` with their count: its claims are judged on the cells those hold, and
+    say so; None when there is neither."""
+    p = Path(paths.existing_table(results, exp))
+    if p.exists():
+        return pd.read_csv(p)
+    parts = sorted(Path(paths.part(results, exp, "x")).parent.glob("*.csv*"))
+    parts = [f for f in parts if f.name.endswith((".csv", ".csv.gz"))]
+    if not parts:
+        return None
+    table = pd.concat([pd.read_csv(f) for f in parts], ignore_index=True)
+    table.attrs["partial"] = len(parts)
+    return table
 
 
 def read(path: str | Path) -> pd.DataFrame:
