@@ -48,5 +48,6 @@ onerror:
     # Snakemake's "At least one job did not complete successfully".
     if job_instruction():
         stop(job_instruction())
-    if sbatch_refusal(log):
-        stop(sbatch_refusal(log))
+    refused = sbatch_refusal(log)
+    if refused:
+        stop(refused)

@@ -27,6 +27,7 @@ SCALES = ("quick", "smoke", "paper")
 
 class DamagedFile(RuntimeError):
     """A result whose content is not what its writer sealed; the message ends with the fix."""
+    ends_in_fix = True  # a job's log repeats it as what to do (reluinit.pipeline.jobs)
 
 
 def seal_path(path: str | Path) -> Path:
@@ -109,12 +110,16 @@ def _lost_seal(path: Path) -> bool:
 CONFIGFILES_ENV = "RELUINIT_CONFIGFILES"
 
 
+def shown(path: str | Path) -> str:
+    """``path`` as a message shows it: relative to the working folder where it lies in it."""
+    here = Path.cwd()
+    return str(Path(path).relative_to(here)) if Path(path).is_absolute() and Path(path).is_relative_to(here) else str(path)
+
+
 def share_configfiles(files) -> None:
     """Hand the run's config files (``--configfile``) to its jobs, whose suggested commands repeat
-    them (``rebuild_command``); shown relative to the working folder where they lie in it."""
-    here = Path.cwd()
-    os.environ[CONFIGFILES_ENV] = " ".join(str(Path(f).relative_to(here)) if Path(f).is_relative_to(here) else str(f)
-                                           for f in files)
+    them (``rebuild_command``), each as ``shown``."""
+    os.environ[CONFIGFILES_ENV] = " ".join(shown(f) for f in files)
 
 
 def rebuild_command(path: str | Path, force: bool = True) -> str:

@@ -175,5 +175,6 @@ def machine_mb():
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
 
 
-if workflow.is_main_process and plan.oversized(config, SCALE, machine_mb()):
-    stop(plan.oversized(config, SCALE, machine_mb())[0])  # a width that no job could hold, before any starts
+_OVERSIZED = plan.oversized(config, SCALE, machine_mb()) if workflow.is_main_process else []
+if _OVERSIZED:
+    stop(_OVERSIZED[0])  # a width that no job could hold, before any starts

@@ -19,7 +19,6 @@ from snakemake.utils import min_version, validate
 
 min_version("9.20")
 
-
 from reluinit import integrity  # noqa: E402
 from reluinit.pipeline import catalogue, paths, plan, provenance  # noqa: E402
 from reluinit.report import claims, reports  # noqa: E402

@@ -13,6 +13,7 @@ from reluinit.pipeline.config import yaml_problem  # noqa: E402
 
 workflow_env.export(_SRC)
 
-if yaml_problem("config.yaml"):
-    print(yaml_problem("config.yaml"), file=sys.stderr, flush=True)
+_UNREADABLE = yaml_problem("config.yaml")
+if _UNREADABLE:
+    print(_UNREADABLE, file=sys.stderr, flush=True)
     raise SystemExit(1)

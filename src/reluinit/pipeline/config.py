@@ -145,9 +145,9 @@ def locate(files, keys) -> str | None:
     it sets; None when no file sets any of it (a value from ``--config``)."""
     import yaml
 
-    here = Path.cwd()
-    for path in reversed([str(Path(f).relative_to(here)) if Path(f).is_absolute() and Path(f).is_relative_to(here)
-                          else str(f) for f in files]):
+    from ..integrity import shown
+
+    for path in reversed([shown(f) for f in files]):
         try:
             node = yaml.compose(Path(path).read_text())
         except (OSError, yaml.YAMLError):

@@ -50,7 +50,7 @@ def _log_uncaught(kind, error, tb) -> None:
     and a full disk also get it as the line the workflow's final words repeat."""
     log = logging.getLogger("reluinit")
     log.critical("the job failed: %s: %s", kind.__name__, error, exc_info=(kind, error, tb))
-    if isinstance(error, (integrity.DamagedFile, NotFinite)) or getattr(error, "ends_in_fix", False):
+    if getattr(error, "ends_in_fix", False):  # DamagedFile, NotFinite, a claim's error
         log.error("%s%s", TODO_PREFIX, error)
     elif isinstance(error, OSError) and error.errno == errno.ENOSPC:
         folder = Path(error.filename).parent if error.filename else Path.cwd()
@@ -95,6 +95,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
 
 class NotFinite(ValueError):
     """NaN or inf in a column whose experiment does not say it may hold them: never sealed."""
+    ends_in_fix = True
 
 
 def nonfinite(table: pd.DataFrame, columns=None, rows=None) -> dict[str, str]:

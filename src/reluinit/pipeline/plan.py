@@ -329,12 +329,13 @@ def numbers(config: dict, scale: str = "paper") -> dict[str, str]:
             "max_mem_gb": f"{table['mem_mb'].max() / 1000:g}"}
 
 
-def profile_conflicts(config: dict, profile: str | Path, scale: str = "paper") -> list[str]:
+def profile_conflicts(config: dict, profile: str | Path, scale: str = "paper",
+                      table: pd.DataFrame | None = None) -> list[str]:
     """What a SLURM profile's ``set-resources`` would ask for differently from what the rules declare
     (gpu, cpus_per_gpu, mem_mb, runtime), one line per rule and resource: [] when the profile asks
-    for exactly what ``jobs`` prints."""
+    for exactly what ``jobs`` prints (``table``: its table, when already made)."""
     overrides = (yaml.safe_load(Path(profile).read_text()) or {}).get("set-resources") or {}
-    table = jobs(config, scale)
+    table = jobs(config, scale) if table is None else table
     declared = {"train": {"gpu": 0, "mem_mb": TRAIN["mem_mb"], "runtime": TRAIN["runtime"]},
                 "measure": {"gpu": 0, "mem_mb": MEASURE["mem_mb"], "runtime": MEASURE["runtime"]}}
     lines = []
@@ -398,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{summary.loc['total', 'cpu_hours']:.0f} CPU-hours requested")
     profile = Path(args.config).parent / "profiles" / "slurm" / "config.yaml"
     if profile.exists():
-        conflicts = profile_conflicts(config, profile, args.scale)
+        conflicts = profile_conflicts(config, profile, args.scale, table)
         print("Under the SLURM profile every job asks for these resources (its partition and account are "
               "yours to set)" if not conflicts else "The SLURM profile asks for other resources:\n" + "\n".join(conflicts))
     if cost is not None:

@@ -23,7 +23,7 @@ def measure(exp_id: str, job: str, s: dict, inputs: list, output: str, masks_fil
     results = paths.scale_root(config["results"], scale)
     own = {key: {paths.trained(results, *t) for t in exp.trained(s, key)} | ({masks[key]} if key in masks else set())
            for key in keys}
-    frames = {}
+    frames, declared = {}, catalogue.undefined(exp_id)
     for key in keys:
         log.info("%s part %s at the %s scale: %s", exp_id, key, scale, s)
         others = set().union(*(own[k] for k in keys if k != key)) - own[key]
@@ -31,7 +31,7 @@ def measure(exp_id: str, job: str, s: dict, inputs: list, output: str, masks_fil
         if key in masks:
             extra["masks"] = masks[key]
         frames[key] = exp.measure(s, key, device, [f for f in inputs if f not in others], **extra)
-        jobs.check_finite(frames[key], exp_id, catalogue.undefined(exp_id), output)
+        jobs.check_finite(frames[key], exp_id, declared, output)
     jobs.write_parts(frames, output, experiment=exp_id, scale=scale)
 
 

@@ -473,9 +473,7 @@ def redraw(root: str | Path) -> list[str]:
         if exp not in catalogue.ENTRIES or not table.exists():
             continue
         settings = json.loads(record.read_text())["settings"]
-        data = pd.read_csv(table, low_memory=False)
-        if catalogue.ENTRIES[exp].source:
-            data["experiment"] = exp
+        data = pd.read_csv(table, low_memory=False)  # a view's table carries its own id (steps.draw)
         plotting.save(steps.picture(exp, data, settings), [root / "figures" / f"{exp}.png"])
         drawn.append(exp)
     return drawn
