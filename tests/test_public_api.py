@@ -36,7 +36,7 @@ def test_a_sequential_is_read_as_the_same_function_sharing_its_weights(act):
 
 
 @pytest.mark.parametrize("layer, words", [(nn.Sigmoid(), "Sigmoid"), (nn.Conv2d(1, 1, 3), "Conv2d"),
-                                          (nn.LeakyReLU(0.2), "default parameters")])
+                                          (nn.Hardtanh(-2.0, 2.0), "default parameters")])
 def test_an_unsupported_layer_is_a_type_error_naming_it(layer, words):
     model = nn.Sequential(nn.Linear(2, 4), layer, nn.Linear(4, 1))
     with pytest.raises(TypeError, match=words) as e:

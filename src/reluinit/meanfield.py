@@ -137,10 +137,26 @@ def edge_of_chaos(activation: str, sigma_b: float = 0.0) -> tuple[float, float]:
     ``sigma_b``: the weight scale at which chi = 1, and chi evaluated there (1 up to the root
     finder's tolerance).
 
+    Two cases are exact, not found numerically: ReLU's edge is sigma_w = sqrt(2) with sigma_b = 0
+    (for sigma_b > 0 the variance diverges wherever chi = 1, so there is no edge: ``ValueError``),
+    and tanh's at sigma_b = 0 is sigma_w = 1, chi = 1 (q* = 0 there, and tanh'(0) = 1; iterating
+    the variance map towards q* = 0 converges too slowly to show it).
+
         >>> [round(v, 4) for v in edge_of_chaos("relu")]
         [1.4142, 1.0]
         >>> [round(v, 4) for v in edge_of_chaos("tanh", 0.2)]
         [1.3041, 1.0]
     """
-    sigma_w = math.sqrt(2.0) if activation == "relu" else eoc_sigma_w(sigma_b, activation)
+    _fns(activation)
+    if not (math.isfinite(sigma_b) and sigma_b >= 0):
+        raise ValueError(f"sigma_b must be a finite number >= 0 (a standard deviation); got {sigma_b}")
+    if activation == "relu":
+        if sigma_b > 0:
+            raise ValueError(f"ReLU has no edge of chaos at sigma_b = {sigma_b} > 0: chi = sigma_w^2 / 2 is 1 only at "
+                             f"sigma_w = sqrt(2), where the variance map q -> q + sigma_b^2 has no fixed point; use "
+                             f"sigma_b = 0")
+        return math.sqrt(2.0), 1.0
+    if activation == "tanh" and sigma_b == 0:
+        return 1.0, 1.0
+    sigma_w = eoc_sigma_w(sigma_b, activation)
     return sigma_w, chi(sigma_w, sigma_b, activation)

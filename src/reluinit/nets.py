@@ -20,7 +20,7 @@ ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "tanh": torch.tanh,
     "hardtanh": torch.nn.functional.hardtanh,
     "elu": torch.nn.functional.elu,
-    "leaky_relu": torch.nn.functional.leaky_relu,  # torch's slope 0.01 (as_mlp takes no other)
+    "leaky_relu": torch.nn.functional.leaky_relu,  # torch's slope 0.01 (an MLP may carry another)
     "linear": lambda z: z,
 }
 
@@ -56,16 +56,23 @@ class MLP(nn.Module):
     ``preactivations`` whichever it is: a random net, a pruned net or a trained one.
 
     Weights given as tensors are held, not copied, and do not require grad (a measured net builds
-    no graph); ``requires_grad_(True)`` makes them trainable.
+    no graph); ``requires_grad_(True)`` makes them trainable. ``negative_slope`` is a leaky ReLU's
+    slope below 0 (torch's 0.01 by default; read from the model by ``as_mlp``).
     """
 
     def __init__(self, weights: list[torch.Tensor], biases: list[torch.Tensor | None], activation: str = "relu",
-                 readout: bool = False):
+                 readout: bool = False, negative_slope: float = 0.01):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"unknown activation {activation!r}; known: {sorted(ACTIVATIONS)}")
-        self.activation, self.readout = activation, readout
+        self.activation, self.readout, self.negative_slope = activation, readout, float(negative_slope)
         self.layers = nn.ModuleList(_linear(w, b) for w, b in zip(weights, biases))
+
+    def act(self, z: torch.Tensor) -> torch.Tensor:
+        """The net's activation (a leaky ReLU at its own slope)."""
+        if self.activation == "leaky_relu" and self.negative_slope != 0.01:
+            return torch.nn.functional.leaky_relu(z, self.negative_slope)
+        return ACTIVATIONS[self.activation](z)
 
     @classmethod
     def fresh(cls, widths: list[int], activation: str = "relu", readout: bool = True, bias: bool = True) -> MLP:
@@ -97,14 +104,15 @@ class MLP(nn.Module):
         """A detached copy in another float type (a net drawn in float64 and measured in float32
         is the same net as its float64 original, up to rounding)."""
         cast = lambda t: None if t is None else t.detach().to(dtype).clone()  # noqa: E731
-        return MLP([cast(w) for w in self.weights], [cast(b) for b in self.biases], self.activation, self.readout)
+        return MLP([cast(w) for w in self.weights], [cast(b) for b in self.biases], self.activation, self.readout,
+                   self.negative_slope)
 
     def preactivations(self, x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
         """Pre-activations of the hidden layers and the output, for a batch ``x [B, n_0]``.
 
         The output is the readout's value if there is one, else the last hidden activation.
         """
-        act = ACTIVATIONS[self.activation]
+        act = self.act
         h = x
         preacts = []
         for l, (w, b) in enumerate(zip(self.weights, self.biases)):
@@ -126,7 +134,8 @@ class MLP(nn.Module):
         for l, layer in enumerate(self.layers):
             out.append(layer)
             if not (self.readout and l == len(self.layers) - 1):
-                out.append(Activation(self.activation))
+                leaky = self.activation == "leaky_relu" and self.negative_slope != 0.01
+                out.append(nn.LeakyReLU(self.negative_slope) if leaky else Activation(self.activation))
         return out
 
 
@@ -215,7 +224,8 @@ def random_widths(center: int, variation: int, depth: int, seed: int) -> list[in
 _TORCH_ACTIVATIONS = {nn.ReLU: "relu", nn.Hardtanh: "hardtanh", nn.LeakyReLU: "leaky_relu", nn.Tanh: "tanh",
                       nn.ELU: "elu"}
 _PASS_THROUGH = (nn.Identity, nn.Flatten, nn.Dropout)
-SUPPORTED = "nn.Sequential (nested too) of Linear, ReLU, LeakyReLU, Hardtanh, Identity, Flatten and Dropout"
+SUPPORTED = ("nn.Sequential (nested too) of Linear (with or without bias), BatchNorm1d in eval mode after a Linear, "
+             "ReLU, LeakyReLU (any slope), Hardtanh, Identity, Flatten and Dropout")
 
 
 def _leaves(model: nn.Module) -> list[tuple[str, nn.Module]]:
@@ -225,14 +235,32 @@ def _leaves(model: nn.Module) -> list[tuple[str, nn.Module]]:
     return [("", model)]
 
 
+def _folded(linear: nn.Linear, bn: nn.BatchNorm1d, where: str) -> nn.Linear:
+    """``bn`` (in eval mode, an affine map per feature) folded into the ``linear`` before it: a new
+    layer computing ``bn(linear(x))`` exactly, up to rounding."""
+    if bn.training or bn.running_mean is None:
+        raise TypeError(f"{where}: batch norm normalises by the batch's own statistics in training mode (or without "
+                        f"running statistics), so the net is not one function of its input; call model.eval() first")
+    with torch.no_grad():
+        scale = torch.rsqrt(bn.running_var + bn.eps)
+        if bn.weight is not None:
+            scale = scale * bn.weight
+        shift = -bn.running_mean * scale + (bn.bias if bn.bias is not None else 0.0)
+        w = linear.weight * scale[:, None]
+        b = (linear.bias * scale if linear.bias is not None else 0.0) + shift
+        return _linear(w.detach().clone(), b.detach().to(w.dtype).clone())
+
+
 def as_mlp(model: nn.Module) -> MLP:
     """A plain PyTorch model as the library's ``MLP``, sharing its weights (nothing copied), so
     that every measurement of the library reads it: ``nn.Sequential`` (nested too) of ``Linear``
-    layers with one activation between each pair (``ReLU``, ``LeakyReLU`` of torch's slope 0.01,
-    ``Hardtanh`` of [-1, 1], or ``Tanh`` and ``ELU`` where a measurement is not exact), and
-    ``Identity``, ``Flatten`` and ``Dropout`` (a dropout in training mode refused: the function is
-    random). A last ``Linear`` with no activation after it is the readout. Anything else raises a
-    ``TypeError`` naming the layer.
+    layers (with or without bias) with one activation between each pair (``ReLU``, ``LeakyReLU``
+    of any slope, ``Hardtanh`` of [-1, 1], or ``Tanh`` and ``ELU`` where a measurement does not
+    need linear pieces), and ``Identity``, ``Flatten`` and ``Dropout`` (a dropout in training mode
+    refused: the function is random). A ``BatchNorm1d`` in eval mode right after a ``Linear`` is an
+    affine map per feature: it is folded into a copy of that layer (the one thing copied). A last
+    ``Linear`` with no activation after it is the readout. Anything else raises a ``TypeError``
+    naming the layer.
 
         >>> net = as_mlp(nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 1)))
         >>> net.widths, net.readout
@@ -240,20 +268,28 @@ def as_mlp(model: nn.Module) -> MLP:
     """
     if isinstance(model, MLP):
         return model
-    layers, acts = [], []
+    layers, acts, slopes = [], [], set()
+    folded_last = False
     for name, m in _leaves(model):
         where = f"layer {name or type(model).__name__} ({type(m).__name__})"
         if isinstance(m, nn.Linear):
             if len(layers) > len(acts):
                 acts.append("linear")  # two linear layers in a row: the identity between them
             layers.append(m)
+            folded_last = False
+        elif isinstance(m, nn.BatchNorm1d):
+            if len(layers) != len(acts) + 1 or folded_last:
+                raise TypeError(f"{where}: batch norm is read only right after a Linear layer, folded into it; "
+                                f"supported: {SUPPORTED}")
+            layers[-1], folded_last = _folded(layers[-1], m, where), True
         elif type(m) in _TORCH_ACTIVATIONS:
             act = _TORCH_ACTIVATIONS[type(m)]
-            if (act == "leaky_relu" and m.negative_slope != 0.01) or (act == "hardtanh" and (m.min_val, m.max_val) != (-1.0, 1.0)) \
-                    or (act == "elu" and m.alpha != 1.0):
+            if (act == "hardtanh" and (m.min_val, m.max_val) != (-1.0, 1.0)) or (act == "elu" and m.alpha != 1.0):
                 raise TypeError(f"{where}: only torch's default parameters are supported; supported: {SUPPORTED}")
             if len(layers) != len(acts) + 1:
                 raise TypeError(f"{where}: an activation must follow a Linear layer; supported: {SUPPORTED}")
+            if act == "leaky_relu":
+                slopes.add(float(m.negative_slope))
             acts.append(act)
         elif isinstance(m, _PASS_THROUGH):
             if isinstance(m, nn.Dropout) and m.training and m.p > 0:
@@ -266,9 +302,11 @@ def as_mlp(model: nn.Module) -> MLP:
     if len(set(hidden)) > 1:
         raise TypeError(f"activations {sorted(set(hidden))} mixed in one net; one kind between every pair of "
                         f"Linear layers is supported ({SUPPORTED})")
+    if len(slopes) > 1:
+        raise TypeError(f"LeakyReLU slopes {sorted(slopes)} mixed in one net; one slope for every layer is supported")
     if "linear" in acts[: len(layers) - 1] and hidden != ["linear"]:
         raise TypeError(f"two Linear layers in a row inside a net with {hidden[0]}: merge them, or put the "
                         f"activation between them ({SUPPORTED})")
-    net = MLP([], [], hidden[0], readout=len(acts) < len(layers))
-    net.layers = nn.ModuleList(layers)  # the model's own layers: no copy
+    net = MLP([], [], hidden[0], readout=len(acts) < len(layers), negative_slope=slopes.pop() if slopes else 0.01)
+    net.layers = nn.ModuleList(layers)  # the model's own layers (a batch norm's folded copy): no copy
     return net

@@ -20,12 +20,12 @@ import functools
 import numpy as np
 
 
-def cut_layer(xy, off, za, zb, theta, half_side: float, tol: float):
+def cut_layer(xy, off, za, zb, theta, half_side: float, tol: float, rtol: float = 0.0):
     """``_cut_layer`` compiled, its arrays made contiguous float64 and int64 so that one compiled
     version serves every call."""
     f64 = functools.partial(np.ascontiguousarray, dtype=np.float64)
     return _compiled()(f64(xy), np.ascontiguousarray(off, dtype=np.int64), f64(za), f64(zb), f64(theta),
-                       float(half_side), float(tol))
+                       float(half_side), float(tol), float(rtol))
 
 
 def _compiled():
@@ -39,7 +39,7 @@ def _compiled():
     return _cut_layer.jit
 
 
-def _cut_layer(xy, off, za, zb, theta, half_side, tol):
+def _cut_layer(xy, off, za, zb, theta, half_side, tol, rtol):
     """Cut every parent cell by the lines ``za[p, j] + zb[p, j] @ (u, v) = theta[k]`` that cross it.
 
     ``xy [V, 2]`` holds the parents' vertices counter-clockwise, parent ``p``'s in
@@ -50,9 +50,14 @@ def _cut_layer(xy, off, za, zb, theta, half_side, tol):
     than 3 vertices (a line through a corner) is dropped. The cells thus come in the order of a
     depth-first walk, parent by parent.
 
+    A vertex whose value on a line is within ``rtol`` of the line's scale (``|c0| + half_side
+    (|cu| + |cv|)``) lies on it: lines through one point (a degenerate arrangement) meet there,
+    not in slivers of rounding. (``rtol=0``: only exact zeros.)
+
     Returns the cells' vertices and offsets (the same layout), their parents, their vertex means
-    (a point inside each) and whether each is bounded: no vertex within ``tol`` of the square's
-    edge ``|u| = half_side`` or ``|v| = half_side``.
+    (a point inside each), whether each is bounded (no vertex within ``tol`` of the square's edge
+    ``|u| = half_side`` or ``|v| = half_side``) and how many vertices were put on a line that
+    rounding had put beside it.
     """
     def _room(a, need):  # ``a``, or a copy at least twice as long when ``need`` rows would not fit
         if need <= len(a):
@@ -61,19 +66,22 @@ def _cut_layer(xy, off, za, zb, theta, half_side, tol):
         b[: len(a)] = a
         return b
 
-    def _span(pts, a, m, c0, cu, cv, vals):  # the line's value at pts[a:a + m] into vals; its min, max
-        lo, hi = np.inf, -np.inf
+    def _span(pts, a, m, c0, cu, cv, vals):  # the line's value at pts[a:a + m] into vals; min, max, snapped
+        lo, hi, snapped = np.inf, -np.inf, 0
+        near = rtol * (abs(c0) + half_side * (abs(cu) + abs(cv)))
         for i in range(m):
             f = c0 + (pts[a + i, 0] * cu + pts[a + i, 1] * cv)
+            if f != 0.0 and abs(f) <= near:
+                f, snapped = 0.0, snapped + 1
             vals[i] = f
             lo, hi = min(lo, f), max(hi, f)
-        return lo, hi
+        return lo, hi, snapped
 
     n_par, width, n_kinks = len(off) - 1, za.shape[1], len(theta)
     out_xy = np.empty((4 * len(xy), 2))
     out_off = np.zeros(4 * n_par + 1, np.int64)
     out_par = np.empty(4 * n_par, np.int64)
-    n_out = 0
+    n_out, n_snapped = 0, 0
     cur, nxt = np.empty((64, 2)), np.empty((64, 2))  # this step's cells and the next step's
     cur_off, nxt_off = np.zeros(16, np.int64), np.zeros(16, np.int64)
     vals, lines = np.empty(64), np.empty(width * n_kinks, np.int64)
@@ -83,7 +91,7 @@ def _cut_layer(xy, off, za, zb, theta, half_side, tol):
         n_lines = 0
         for j in range(width):
             for k in range(n_kinks):
-                lo, hi = _span(xy, start, stop - start, za[p, j] - theta[k], zb[p, j, 0], zb[p, j, 1], vals)
+                lo, hi, _ = _span(xy, start, stop - start, za[p, j] - theta[k], zb[p, j, 0], zb[p, j, 1], vals)
                 if lo < 0 and hi > 0:
                     lines[n_lines] = j * n_kinks + k
                     n_lines += 1
@@ -101,7 +109,8 @@ def _cut_layer(xy, off, za, zb, theta, half_side, tol):
             for c in range(n_cells):
                 a, m = cur_off[c], cur_off[c + 1] - cur_off[c]
                 vals = _room(vals, m)
-                lo, hi = _span(cur, a, m, c0, cu, cv, vals)
+                lo, hi, snapped = _span(cur, a, m, c0, cu, cv, vals)
+                n_snapped += snapped
                 if not (lo < 0 and hi > 0):
                     nxt[t: t + m] = cur[a: a + m]
                     t += m
@@ -144,4 +153,4 @@ def _cut_layer(xy, off, za, zb, theta, half_side, tol):
             if abs(abs(out_xy[i, 0]) - half_side) <= tol or abs(abs(out_xy[i, 1]) - half_side) <= tol:
                 bounded[c] = False
         centre[c] /= b - a
-    return out_xy[: out_off[n_out]], out_off[: n_out + 1], out_par[:n_out], centre, bounded
+    return out_xy[: out_off[n_out]], out_off[: n_out + 1], out_par[:n_out], centre, bounded, n_snapped

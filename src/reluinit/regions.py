@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from . import planecut
-from .nets import ACTIVATIONS, MLP, as_mlp
+from .nets import MLP, as_mlp
 
 # Pre-activation values where each activation's slope changes.
 KINKS = {"relu": (0.0,), "leaky_relu": (0.0,), "hardtanh": (-1.0, 1.0), "linear": ()}
@@ -35,12 +35,12 @@ def _codes(z: torch.Tensor, activation: str) -> torch.Tensor:
     return code
 
 
-def _slope(code: torch.Tensor, activation: str, dtype) -> torch.Tensor:
-    """The activation's slope on each neuron's piece."""
+def _slope(code: torch.Tensor, activation: str, dtype, leak: float = 0.01) -> torch.Tensor:
+    """The activation's slope on each neuron's piece (``leak``: a leaky ReLU's slope below 0)."""
     if activation == "relu":
         return code.to(dtype)
     if activation == "leaky_relu":
-        return code.to(dtype) + 0.01 * (1 - code.to(dtype))
+        return code.to(dtype) + leak * (1 - code.to(dtype))
     if activation == "hardtanh":
         return (code == 1).to(dtype)
     if activation == "linear":
@@ -48,12 +48,25 @@ def _slope(code: torch.Tensor, activation: str, dtype) -> torch.Tensor:
     raise ValueError(f"{activation!r} is not piecewise linear")
 
 
-def _post(a: torch.Tensor, b: torch.Tensor, code: torch.Tensor, activation: str):
+def _post(a: torch.Tensor, b: torch.Tensor, code: torch.Tensor, activation: str, leak: float = 0.01):
     """Affine map ``a + b t`` of the activations, given each neuron's piece. ``b`` may carry one
     more trailing dimension than ``a`` (several input directions)."""
-    slope = _slope(code, activation, a.dtype)
+    slope = _slope(code, activation, a.dtype, leak)
     shift = (code == 2).to(a.dtype) - (code == 0).to(a.dtype) if activation == "hardtanh" else 0.0
     return a * slope + shift, b * (slope if b.dim() == a.dim() else slope[..., None])
+
+
+def _affine(c: torch.Tensor | None, a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """``a @ w.T + c``; a layer without bias (``c`` None) adds nothing."""
+    return a @ w.T if c is None else torch.addmm(c, a, w.T)
+
+
+def piecewise_linear(net: MLP, what: str) -> None:
+    """Refuse, naming the activation, a net whose activation has no linear pieces (tanh, ELU):
+    it has no linear regions to count, and ``what`` would fail deep inside otherwise."""
+    if net.activation not in KINKS:
+        raise TypeError(f"{what} needs a piecewise-linear activation (ReLU, LeakyReLU, Hardtanh); this net's is "
+                        f"{net.activation!r}, which has no linear regions")
 
 
 @dataclass
@@ -71,6 +84,10 @@ class LineSplit:
     # interval the image is a segment, of length (t1 - t0) * ‖slope‖.
     length_pre: torch.Tensor | None = None
     length_post: torch.Tensor | None = None
+    # Per line, how many kink crossings coincided (within ``split_lines``'s ``rtol``) with another
+    # crossing or with a cut of an earlier layer, plus intervals on which a neuron lies on its kink
+    # throughout: 0 on a line in general position.
+    coincident: torch.Tensor | None = None
 
     def regions(self) -> torch.Tensor:
         """Distinct activation patterns along each line: [n_lines]. (Activation regions are
@@ -125,13 +142,27 @@ def _cut_points(t0: torch.Tensor, t1: torch.Tensor, roots: torch.Tensor, inside:
     return sk, st
 
 
+def _tolerance(t: torch.Tensor, rtol: float) -> torch.Tensor:
+    """``rtol * max(1, |t|)``, and 0 at an infinite ``t`` (an unbounded end coincides with nothing)."""
+    return rtol * torch.where(torch.isfinite(t), t.abs().clamp_min(1.0), torch.zeros_like(t))
+
+
 def split_lines(net: MLP, x0: torch.Tensor, x1: torch.Tensor, t_min: float = 0.0, t_max: float = 1.0,
-                keep_pattern: bool = True, max_intervals: int | None = None) -> LineSplit:
+                keep_pattern: bool = True, max_intervals: int | None = None, rtol: float = 1e-11) -> LineSplit:
     """Split the lines from ``x0[i]`` to ``x1[i]`` (``[L, n_0]``) on ``[t_min, t_max]`` exactly.
 
     ``t_min=-math.inf, t_max=math.inf`` splits the whole (infinite) line: every kink is a root of
     an affine function of ``t``, found without bounding ``t``, and the first and last intervals
     are unbounded (their lengths infinite where the map is not constant).
+
+    Degenerate arrangements: crossings closer than ``rtol * max(1, |t|)`` to each other or to an
+    earlier layer's cut are one breakpoint (boundaries through one point, as every first-layer
+    boundary of a net without biases passes through the origin, are computed with rounding, and
+    would otherwise leave slivers whose patterns are noise), and a neuron whose pre-activation is
+    within ``rtol`` (relative to its scale) of its kink at an interval's midpoint lies on the kink
+    throughout (a line inside a boundary, a zero weight row). ``coincident`` counts both per line.
+    ``rtol=1e-11`` is far above float64 rounding and below float32's, where only exactly equal
+    crossings merge: degenerate nets need float64.
 
     ``keep_pattern=False`` drops the per-interval patterns (``[K, n_neurons]`` int8, the largest
     thing held) when only lengths or the output map are wanted. With ``max_intervals`` the
@@ -149,34 +180,56 @@ def split_lines(net: MLP, x0: torch.Tensor, x1: torch.Tensor, t_min: float = 0.0
     a, b = x0, x1 - x0
     patterns = []
     lengths_pre, lengths_post = [], []
+    coincident = torch.zeros(n_lines, dtype=torch.long, device=device)
     weights = net.weights
     for l, (w, c) in enumerate(zip(weights, net.biases)):
         if max_intervals is not None and len(t0) > max_intervals:
             break
-        za, zb = torch.addmm(c, a, w.T), b @ w.T
+        za, zb = _affine(c, a, w), b @ w.T
         if net.readout and l == len(weights) - 1:
             a, b = za, zb
             break
-        # Every crossing of a kink strictly inside an interval is a new cut.
+        # Every crossing of a kink strictly inside an interval (by more than the tolerance) is a cut.
         roots = torch.cat([(theta - za) / zb for theta in kinks], dim=1) if kinks else za[:, :0]
-        inside = (roots > t0[:, None]) & (roots < t1[:, None])
+        tol = _tolerance(roots, rtol)
+        lo, hi = t0[:, None], t1[:, None]
+        inside = (roots > lo + tol) & (roots < hi - tol)
+        if rtol > 0:  # crossings at an earlier layer's cut (not at the range's own ends)
+            at_end = (((roots - lo).abs() <= tol) & (lo > t_min)) | (((hi - roots).abs() <= tol) & (hi < t_max))
+            coincident.index_add_(0, line, at_end.sum(dim=1))
         sk, st = _cut_points(t0, t1, roots, inside)
-        keep = (sk[1:] == sk[:-1]) & (st[1:] > st[:-1])
+        # Crossings within the tolerance of the one before them are that one.
+        same = torch.zeros(len(st), dtype=torch.bool, device=device)
+        same[1:] = (sk[1:] == sk[:-1]) & (st[1:] - st[:-1] <= _tolerance(st[1:], rtol))
+        if same.any():
+            coincident.index_add_(0, line[sk[same]], torch.ones_like(sk[same]))
+            sk, st = sk[~same], st[~same]
+        keep = sk[1:] == sk[:-1]
         k_new = sk[:-1][keep]
         t0, t1 = st[:-1][keep], st[1:][keep]
         line, za, zb = line[k_new], za[k_new], zb[k_new]
         patterns = [p[k_new] for p in patterns]
-        code = _codes(za + _interior_point(t0, t1)[:, None] * zb, net.activation)
+        mid = _interior_point(t0, t1)[:, None]
+        z = za + mid * zb
+        if rtol > 0:  # a neuron on its kink all along an interval is on it, not on the side rounding says
+            reach = torch.linalg.vector_norm(a, dim=1)[k_new] + mid[:, 0].abs() * torch.linalg.vector_norm(b, dim=1)[k_new]
+            scale = reach[:, None] * torch.linalg.vector_norm(w, dim=1)[None] + (c.abs()[None] if c is not None else 0.0)
+            for theta in kinks:
+                on = (z - theta).abs() <= rtol * scale
+                if on.any():
+                    coincident.index_add_(0, line, on.sum(dim=1))
+                    z = torch.where(on, torch.full_like(z, theta), z)
+        code = _codes(z, net.activation)
         if keep_pattern:
             patterns.append(code)
-        a, b = _post(za, zb, code, net.activation)
+        a, b = _post(za, zb, code, net.activation, net.negative_slope)
         for out, slope in ((lengths_pre, zb), (lengths_post, b)):
             norm = torch.linalg.vector_norm(slope, dim=1)
             seg = torch.where(norm > 0, (t1 - t0) * norm, torch.zeros_like(norm))  # no inf * 0
             out.append(torch.zeros(n_lines, dtype=dtype, device=device).index_add_(0, line, seg))
     pattern = torch.cat(patterns, dim=1) if patterns else torch.zeros(len(t0), 0, dtype=torch.int8, device=device)
     stack = lambda xs: torch.stack(xs) if xs else torch.zeros(0, n_lines, dtype=dtype, device=device)  # noqa: E731
-    return LineSplit(line, t0, t1, pattern, a, b, n_lines, stack(lengths_pre), stack(lengths_post))
+    return LineSplit(line, t0, t1, pattern, a, b, n_lines, stack(lengths_pre), stack(lengths_post), coincident)
 
 
 def activation_pattern(net: MLP, x: torch.Tensor) -> torch.Tensor:
@@ -204,7 +257,7 @@ def boundary_distance(net: MLP, x: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     kinks = torch.tensor(KINKS[net.activation], dtype=x.dtype, device=x.device)
     hidden = list(zip(net.weights, net.biases))[: net.n_hidden]
     for w, c in hidden:
-        z = torch.addmm(c, h, w.T)
+        z = _affine(c, h, w)
         gz = torch.einsum("ij,pjk->pik", w, jac)  # ∂z/∂x, [P, n, n0]
         gnorm = gz.norm(dim=2)
         gap = z[:, :, None] - kinks  # signed distance in z to each kink
@@ -213,8 +266,8 @@ def boundary_distance(net: MLP, x: torch.Tensor) -> tuple[torch.Tensor, torch.Te
         d = torch.where(gnorm > 0, gap.abs() / gnorm, torch.full_like(gnorm, float("inf")))
         dists.append(d)
         normals.append(-torch.sign(gap)[:, :, None] * gz / gnorm.clamp_min(1e-300)[:, :, None])
-        h = ACTIVATIONS[net.activation](z)
-        jac = _slope(_codes(z, net.activation), net.activation, x.dtype)[:, :, None] * gz
+        h = net.act(z)
+        jac = _slope(_codes(z, net.activation), net.activation, x.dtype, net.negative_slope)[:, :, None] * gz
     d = torch.cat(dists, dim=1)
     dist, idx = d.min(dim=1)
     normal = torch.cat(normals, dim=1)[torch.arange(len(x)), idx]
@@ -234,19 +287,56 @@ class Polygon:
         u, v = self.vertices[:, 0], self.vertices[:, 1]
         return 0.5 * float(np.dot(u, np.roll(v, -1)) - np.dot(v, np.roll(u, -1)))
 
+    @property
+    def centre(self) -> np.ndarray:
+        """The mean of the vertices: a point inside (the polygon is convex), in (u, v)."""
+        return self.vertices.mean(axis=0)
+
+
+class Partition(list):
+    """The polygons of one layer's partition of a square (a list of ``Polygon``), with the plane
+    they lie in (``origin + u e1 + v e2``), the net, and ``coincident``: how many vertices met a
+    line they were within rounding of (0 in general position; more where boundaries run through
+    one point, as they do at the origin of a net without biases)."""
+
+    def __init__(self, polygons, net: MLP, plane, layer: int, coincident: int = 0):
+        super().__init__(polygons)
+        self.net, self.plane, self.layer, self.coincident = net, plane, layer, coincident
+
+    def points(self, uv: np.ndarray) -> torch.Tensor:
+        """Input points of plane coordinates ``uv [P, 2]``."""
+        origin, e1, e2 = (torch.as_tensor(np.asarray(x), dtype=torch.float64) for x in self.plane)
+        uv = torch.as_tensor(np.asarray(uv), dtype=torch.float64)
+        return origin + uv[:, :1] * e1 + uv[:, 1:] * e2
+
+    def affine_maps(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each polygon's affine map of the net's output, ``W [R, n_out, n_0]`` and ``b [R, n_out]``
+        in input coordinates (``affine_maps``; only the layers up to this partition's, and with a
+        readout the readout after them, when this is the last layer)."""
+        patterns = np.stack([p.pattern for p in self]) if len(self) else np.zeros((0, 0), np.int8)
+        return affine_maps(self.net, patterns)
+
+    def plot(self, ax=None, values=None, **style):
+        """Draw the polygons (``plot_partition``); ``values`` colour them, one number each."""
+        return plot_partition(self, ax=ax, values=values, **style)
+
 
 @torch.inference_mode()
-def plane_regions(net: MLP, origin, e1, e2, half_side: float) -> list[list[Polygon]]:
+def plane_regions(net: MLP, origin, e1, e2, half_side: float, rtol: float = 1e-11,
+                  max_bytes: float = 4 * 2**30) -> list[Partition]:
     """Partition the square ``|u|, |v| <= half_side`` of the plane ``origin + u e1 + v e2`` into
-    the regions of the first 1, 2, ... hidden layers. Returns one list of polygons per layer.
+    the regions of the first 1, 2, ... hidden layers. Returns one ``Partition`` per layer.
 
     Exact in float64: within a layer every neuron's pre-activation is one affine function of
     (u, v) on each cell of the layers before (its ``parent``), so each neuron's line in turn cuts
     the cells of the parents it crosses (``planecut.cut_layer``, a compiled loop). Cells come in
     the order of a depth-first walk (a cut cell is followed by its part above the line); a part
-    with fewer than 3 vertices (a line through a corner) is dropped. The layers' affine maps are
-    computed on the net's device; the cutting, thousands of steps on a few small polygons each, runs
-    on the host, where a step costs nanoseconds and not a kernel launch.
+    with fewer than 3 vertices (a line through a corner) is dropped, and a vertex within ``rtol``
+    of a line's scale is on it (lines through one point meet there, not in slivers of rounding).
+    The layers' affine maps are computed on the net's device; the cutting, thousands of steps on a
+    few small polygons each, runs on the host, where a step costs nanoseconds and not a kernel
+    launch. A layer whose cells' maps would take more than ``max_bytes`` raises ``MemoryError``
+    before it is allocated.
     """
     dev = net.weights[0].device
     f64 = lambda t: torch.as_tensor(np.asarray(t.detach().cpu() if torch.is_tensor(t) else t),  # noqa: E731
@@ -257,22 +347,29 @@ def plane_regions(net: MLP, origin, e1, e2, half_side: float) -> list[list[Polyg
     # The cells' activations as affine maps h = a + bmat @ (u, v), and every hidden neuron's piece.
     a, bmat = f64(origin)[None], torch.stack([f64(e1), f64(e2)], dim=1)[None]
     pattern = torch.zeros(1, 0, dtype=torch.int8, device=dev)
-    out = []
-    for w, c in list(zip(net.weights, net.biases))[: net.n_hidden]:
+    out, coincident = [], 0
+    for l, (w, c) in enumerate(list(zip(net.weights, net.biases))[: net.n_hidden]):
         w = f64(w)
         za = a @ w.T + (f64(c) if c is not None else 0.0)  # z = za + zb @ (u, v) on each parent cell
         zb = torch.einsum("ij,pjk->pik", w, bmat)
         # The edge test of `bounded` is torch.isclose's (rtol 1e-5, atol 1e-8), written out.
-        xy, off, parent, centre, bounded = planecut.cut_layer(
-            xy, off, za.cpu().numpy(), zb.cpu().numpy(), theta, s, 1e-8 + 1e-5 * abs(s))
+        xy, off, parent, centre, bounded, snapped = planecut.cut_layer(
+            xy, off, za.cpu().numpy(), zb.cpu().numpy(), theta, s, 1e-8 + 1e-5 * abs(s), rtol)
+        coincident += int(snapped)
+        need = len(parent) * (w.shape[0] * 3 * 8 * 2 + pattern.shape[1] + w.shape[0])
+        if need > max_bytes:
+            raise MemoryError(f"layer {l + 1} of the plane's partition has {len(parent):,} regions of {w.shape[0]} "
+                              f"neurons, whose maps take about {need / 2**30:.1f} GiB, over max_bytes="
+                              f"{max_bytes / 2**30:.1f} GiB; use a smaller half_side or raise max_bytes")
         parent = torch.from_numpy(parent).to(dev)
         za, zb = za[parent], zb[parent]
         code = _codes(za + (zb @ torch.from_numpy(centre).to(dev)[:, :, None]).squeeze(2), net.activation)
-        a, bmat = _post(za, zb, code, net.activation)
+        a, bmat = _post(za, zb, code, net.activation, net.negative_slope)
         pattern = torch.cat([pattern[parent], code], dim=1)
         ends = off.tolist()  # (slices of lists: np.split is 20x slower)
         verts = [xy[i:j] for i, j in itertools.pairwise(ends)]
-        out.append(list(map(Polygon, verts, pattern.cpu().numpy(), bounded.tolist())))
+        polygons = map(Polygon, verts, pattern.cpu().numpy(), bounded.tolist())
+        out.append(Partition(polygons, net, (origin, e1, e2), l + 1, coincident))
     return out
 
 
@@ -315,16 +412,36 @@ def data_plane(x: torch.Tensor, y: torch.Tensor, digits=(0, 1, 2), scale: float 
 
 # --- any torch model: the public entry points ------------------------------------------------------
 
+def _finite_points(name: str, x, d: int, dtype) -> torch.Tensor:
+    """``x`` as a tensor of shape ``(d,)`` or ``(n, d)``, finite, or a ``ValueError`` saying so."""
+    t = torch.as_tensor(x.detach() if torch.is_tensor(x) else np.asarray(x, dtype=np.float64)).to(dtype)
+    if t.dim() not in (1, 2) or t.shape[-1] != d:
+        raise ValueError(f"{name} must have shape ({d},) for one line or (n, {d}) for n lines (the model takes "
+                         f"{d} inputs); got shape {tuple(t.shape)}")
+    if not torch.isfinite(t).all():
+        raise ValueError(f"{name} must be finite; it holds NaN or inf")
+    return t
+
+
+def _t_range(t_min: float, t_max: float) -> None:
+    if math.isnan(t_min) or math.isnan(t_max) or not t_min < t_max or t_min == math.inf or t_max == -math.inf:
+        raise ValueError(f"t_min must be below t_max (either may be infinite: the whole line by default); "
+                         f"got t_min={t_min}, t_max={t_max}")
+
+
 @dataclass
 class LineRegions:
     """The exact regions of a net along one line ``x0 + t (x1 - x0)``: ``breakpoints`` (the ``t``
     where the activation pattern changes, in order), the ``intervals`` between them (``t_min`` and
-    ``t_max`` at the ends, infinite for the whole line) and each interval's activation ``pattern``
-    (one int8 per hidden neuron: which piece of its activation it is on)."""
+    ``t_max`` at the ends, infinite for the whole line), each interval's activation ``pattern``
+    (one int8 per hidden neuron: which piece of its activation it is on) and ``coincident``: how
+    many boundary crossings coincided within rounding (0 for a line in general position; a line
+    through the origin of a net without biases meets every first-layer boundary at one point)."""
 
     breakpoints: np.ndarray
     intervals: np.ndarray
     patterns: np.ndarray
+    coincident: int = 0
 
     @property
     def count(self) -> int:
@@ -332,25 +449,37 @@ class LineRegions:
         return len(self.intervals)
 
 
-def regions_on_line(model, x0, x1, t_min: float = -math.inf, t_max: float = math.inf):
+def regions_on_line(model, x0, x1, t_min: float = -math.inf, t_max: float = math.inf, rtol: float = 1e-11):
     """The exact linear regions of ``model`` (any ``nn.Sequential`` that ``nets.as_mlp`` reads, or
     an ``MLP``) along the line ``x0 + t (x1 - x0)`` for ``t_min <= t <= t_max`` (the whole line by
     default), in the model's dtype (float64 recommended: exact up to rounding). ``x0``, ``x1`` of
     shape ``(d,)`` give one ``LineRegions``; ``(n, d)`` give a list of ``n``, all split in one
-    batched pass (many lines cost little more than one).
+    batched pass (many lines cost little more than one). Crossings within ``rtol * max(1, |t|)`` of
+    each other are one breakpoint (``split_lines``), so boundaries through one point count once.
 
         >>> model = nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 1))
         >>> regions_on_line(model.double(), torch.zeros(2), torch.ones(2)).count  # doctest: +SKIP
         17
     """
     net = as_mlp(model)
-    one = torch.as_tensor(x0).dim() == 1
-    x0 = torch.as_tensor(x0).reshape(-1, net.widths[0])
-    x1 = torch.as_tensor(x1).reshape(-1, net.widths[0])
+    piecewise_linear(net, "regions_on_line")
+    d, dtype = net.widths[0], net.weights[0].dtype
+    x0, x1 = _finite_points("x0", x0, d, dtype), _finite_points("x1", x1, d, dtype)
+    if x0.shape != x1.shape:
+        raise ValueError(f"x0 and x1 must have the same shape, one row per line; got {tuple(x0.shape)} and "
+                         f"{tuple(x1.shape)}")
+    _t_range(t_min, t_max)
+    one = x0.dim() == 1
+    x0, x1 = x0.reshape(-1, d), x1.reshape(-1, d)
+    same = (x0 == x1).all(dim=1)
+    if same.any():
+        raise ValueError(f"x1 must differ from x0 (a line needs a direction); line {int(same.nonzero()[0, 0])} "
+                         f"has x1 == x0")
     with torch.no_grad():
-        split = split_lines(net, x0, x1, t_min, t_max)
+        split = split_lines(net, x0, x1, t_min, t_max, rtol=rtol)
     line, pattern = split.line.cpu().numpy(), split.pattern.cpu().numpy()
     t0, t1 = split.t0.cpu().numpy(), split.t1.cpu().numpy()
+    coincident = split.coincident.cpu().numpy()
     # An interval whose pattern equals its neighbour's on the same line is one region with it.
     new = np.ones(len(t0), dtype=bool)
     new[1:] = (line[1:] != line[:-1]) | (pattern[1:] != pattern[:-1]).any(axis=1)
@@ -358,23 +487,94 @@ def regions_on_line(model, x0, x1, t_min: float = -math.inf, t_max: float = math
     ends = np.append(starts[1:], len(t0)) - 1
     bounds = np.searchsorted(line[starts], np.arange(len(x0) + 1))  # intervals come line by line
     lo, hi = t0[starts], t1[ends]
-    result = [LineRegions(lo[a + 1:b], np.stack([lo[a:b], hi[a:b]], axis=1), pattern[starts[a:b]])
-              for a, b in zip(bounds[:-1], bounds[1:])]
+    result = [LineRegions(lo[a + 1:b], np.stack([lo[a:b], hi[a:b]], axis=1), pattern[starts[a:b]], int(k))
+              for a, b, k in zip(bounds[:-1], bounds[1:], coincident)]
     return result[0] if one else result
 
 
-def plane_partition(model, center, u, v, half_side: float) -> list[Polygon]:
+def plane_partition(model, center, u, v, half_side: float, per_layer: bool = False, rtol: float = 1e-11,
+                    max_bytes: float = 4 * 2**30):
     """The exact partition into linear regions of the square ``|a|, |b| <= half_side`` of the plane
-    ``center + a u + b v``, for ``model`` (any ``nn.Sequential`` that ``nets.as_mlp`` reads): convex
-    polygons in (a, b) coordinates, each with its activation pattern. Computed in float64.
+    ``center + a u + b v``, for ``model`` (any ``nn.Sequential`` that ``nets.as_mlp`` reads): a
+    ``Partition``, a list of convex polygons in (a, b) coordinates, each with its activation
+    pattern, and with the regions' affine maps (``.affine_maps()``) and a plot (``.plot()``).
+    ``per_layer=True`` gives one ``Partition`` per hidden layer (the regions of layers 1..l).
+    Computed in float64; boundaries through one point meet there (``plane_regions``'s ``rtol``),
+    and a partition whose maps would take more than ``max_bytes`` raises ``MemoryError`` first.
 
         >>> model = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 1))
         >>> len(plane_partition(model, [0, 0], [1, 0], [0, 1], 2.0)) > 1
         True
     """
     net = as_mlp(model)
+    piecewise_linear(net, "plane_partition")
+    d = net.widths[0]
+    center, u, v = (_finite_points(name, x, d, torch.float64) for name, x in (("center", center), ("u", u), ("v", v)))
+    for name, x in (("center", center), ("u", u), ("v", v)):
+        if x.dim() != 1:
+            raise ValueError(f"{name} must have shape ({d},): one plane per call; got {tuple(x.shape)}")
+    if torch.linalg.matrix_rank(torch.stack([u, v])) < 2:
+        raise ValueError("u and v must be linearly independent (they span the plane); got parallel or zero vectors")
+    s = float(half_side)
+    if not (math.isfinite(s) and s > 0):
+        raise ValueError(f"half_side must be a positive finite number; got {half_side}")
     if net.n_hidden == 0:
-        s = float(half_side)
-        return [Polygon(np.array([[-s, -s], [s, -s], [s, s], [-s, s]]), np.zeros(0, np.int8), False)]
+        square = Polygon(np.array([[-s, -s], [s, -s], [s, s], [-s, s]]), np.zeros(0, np.int8), False)
+        layers = [Partition([square], net, (center, u, v), 0)]
+    else:
+        with torch.no_grad():
+            layers = plane_regions(net, center, u, v, s, rtol=rtol, max_bytes=max_bytes)
+    return layers if per_layer else layers[-1]
+
+
+def affine_maps(model, patterns) -> tuple[torch.Tensor, torch.Tensor]:
+    """The net restricted to each region: ``W [R, n_out, n_0]`` and ``b [R, n_out]`` with output
+    ``W x + b`` for every input ``x`` of the region of each pattern (``patterns [R, n]``, as
+    ``LineRegions.patterns`` or a ``Polygon.pattern`` give them). Patterns of every hidden neuron
+    give the net's output (its readout, if any); patterns of the first layers only, the
+    activations of the last of them. In the model's dtype, on its device."""
+    net = as_mlp(model)
+    piecewise_linear(net, "affine_maps")
+    p = torch.as_tensor(np.asarray(patterns.cpu() if torch.is_tensor(patterns) else patterns), dtype=torch.int8)
+    hidden = [w.shape[0] for w in net.weights[: net.n_hidden]]
+    ends = np.cumsum([0] + hidden)
+    if p.dim() != 2 or p.shape[1] not in ends[1:].tolist() + ([0] if not hidden else []):
+        raise ValueError(f"patterns must have shape (R, n) with n the neurons of the first hidden layers, one of "
+                         f"{ends[1:].tolist()}; got {tuple(p.shape)}")
+    dtype, dev = net.weights[0].dtype, net.weights[0].device
+    p = p.to(dev)
+    n_layers = int(np.searchsorted(ends, p.shape[1]))
+    W = torch.eye(net.widths[0], dtype=dtype, device=dev).expand(len(p), -1, -1)
+    b = torch.zeros(len(p), net.widths[0], dtype=dtype, device=dev)
+    last = n_layers + int(net.readout and n_layers == net.n_hidden)  # the readout after every hidden layer
     with torch.no_grad():
-        return plane_regions(net, center, u, v, half_side)[-1]
+        for l, (w, c) in list(enumerate(zip(net.weights, net.biases)))[:last]:
+            W, b = torch.einsum("ij,rjk->rik", w, W), b @ w.T + (c if c is not None else 0.0)
+            if l < n_layers:
+                b, W = _post(b, W, p[:, ends[l]:ends[l + 1]], net.activation, net.negative_slope)
+    return W, b
+
+
+def plot_partition(polygons, ax=None, values=None, cmap: str = "viridis", edgecolor: str = "black",
+                   linewidth: float = 0.3, **style):
+    """Draw polygons (a ``Partition``, or any list of ``Polygon``) with matplotlib: each a patch,
+    coloured by ``values`` (one number per polygon, e.g. an output at its centre) or in random
+    pastel colours. Returns the axes."""
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import PolyCollection
+
+    ax = ax if ax is not None else plt.gca()
+    verts = [p.vertices for p in polygons]
+    if values is None:
+        colours = np.random.default_rng(0).uniform(0.35, 0.95, size=(len(verts), 3))
+        patches = PolyCollection(verts, facecolors=colours, edgecolors=edgecolor, linewidths=linewidth, **style)
+    else:
+        patches = PolyCollection(verts, array=np.asarray(values, dtype=float), cmap=cmap, edgecolors=edgecolor,
+                                 linewidths=linewidth, **style)
+    ax.add_collection(patches)
+    if verts:
+        allv = np.concatenate(verts)
+        ax.set_xlim(allv[:, 0].min(), allv[:, 0].max())
+        ax.set_ylim(allv[:, 1].min(), allv[:, 1].max())
+    ax.set_aspect("equal")
+    return ax

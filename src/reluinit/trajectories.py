@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .nets import ACTIVATIONS, MLP
+from .nets import MLP
 from .regions import KINKS
 
 # --- paths -------------------------------------------------------------------------------------
@@ -138,8 +138,16 @@ _ACT_INPLACE = {
     "relu": torch.relu_,
     "tanh": torch.tanh_,
     "hardtanh": torch.nn.functional.hardtanh_,
+    "elu": torch.nn.functional.elu_,
     "linear": lambda h: h,
 }
+
+
+def _activate_(net: MLP, h: torch.Tensor) -> torch.Tensor:
+    """``net``'s activation applied to ``h`` in place (a leaky ReLU at the net's own slope)."""
+    if net.activation == "leaky_relu":
+        return torch.nn.functional.leaky_relu_(h, net.negative_slope)
+    return _ACT_INPLACE[net.activation](h)
 
 
 class _Buffers:
@@ -211,7 +219,8 @@ def measure(net: MLP, path, n_pieces: int, chunk: int = 2047, transitions: bool 
         layer_hash = []
         for l, (w, b) in enumerate(zip(weights, biases), start=1):
             k = w.shape[0]
-            h = torch.addmm(b, z, w.T, out=buf(f"h{l % 2}", n, k))
+            out = buf(f"h{l % 2}", n, k)
+            h = torch.matmul(z, w.T, out=out) if b is None else torch.addmm(b, z, w.T, out=out)
             d = buf("diff", n - 1, k)
             if pre:
                 length_pre[l] += torch.linalg.vector_norm(torch.sub(h[1:], h[:-1], out=d), dim=1).sum()
@@ -220,7 +229,7 @@ def measure(net: MLP, path, n_pieces: int, chunk: int = 2047, transitions: bool 
                 flips[l] += torch.sub(code[1:], code[:-1], out=d).abs_().sum()  # exact: an integer < 2^24
                 if patterns:
                     layer_hash.append(code.to(torch.float64) @ keys[l - 1])
-            z = _ACT_INPLACE[net.activation](h)
+            z = _activate_(net, h)
             norm = torch.linalg.vector_norm(torch.sub(z[1:], z[:-1], out=d), dim=1)
             length[l] += norm.sum()
             ok = norm_prev > 0
@@ -258,8 +267,7 @@ def project_2d(net: MLP, path, n_points: int, layers: list[int], pre: bool = Tru
     t = torch.linspace(0.0, 1.0, n_points, dtype=torch.float64, device=net.weights[0].device)
     z = path(t).to(net.weights[0].dtype)
     preacts, _ = net.preactivations(z)
-    act = ACTIVATIONS[net.activation]
-    images = {0: z, **{l: h if pre else act(h) for l, h in enumerate(preacts, start=1)}}
+    images = {0: z, **{l: h if pre else net.act(h) for l, h in enumerate(preacts, start=1)}}
     out = {}
     for layer in layers:
         x = images[layer].double()
@@ -295,7 +303,7 @@ def module_lengths(blocks, path, n_pieces: int, in_shape: tuple[int, ...], chunk
 def path_rows(net, path, n_pieces: int, /, counts: bool = True, pre: bool = True, **labels) -> pd.DataFrame:
     """One row per layer (0 = input) of what ``trajectories.measure`` sums along ``path``; without
     ``counts`` no transitions or patterns (-1), without ``pre`` no pre-activation lengths (NaN)."""
-    counts = counts and net.activation != "tanh"
+    counts = counts and net.activation in KINKS
     st = measure(net, path, n_pieces, transitions=counts, patterns=counts, pre=pre)
     return pd.DataFrame({"layer": np.arange(len(st.length)), "length": st.length, "length_pre": st.length_pre,
                          "growth": st.growth, "transitions": st.transitions, "patterns": st.patterns}).assign(
@@ -306,9 +314,11 @@ def trajectory_stats(model, x0, x1, path: str = "line", n_pieces: int = 10_000) 
     """Per-layer length, growth factor and transitions of a path between ``x0`` and ``x1`` through
     ``model`` (any ``nn.Sequential`` that ``nets.as_mlp`` reads, or an ``MLP``): one row per layer
     (0 = the input path) with ``length`` (post-activation), ``length_pre``, ``growth`` (mean over the
-    path's pieces of ‖dz(d)‖ / ‖dz(d-1)‖) and ``transitions`` (neuron piece changes; -1 for tanh).
-    ``path``: "line" (x0 to x1), "arc" (EP's quarter circle) or "circle" (the closed circle through
-    both, TG-F1's). Computed in the model's dtype on its device.
+    path's pieces of ‖dz(d)‖ / ‖dz(d-1)‖) and ``transitions`` (neuron piece changes; -1 for an
+    activation without linear pieces, tanh or ELU). ``path``: "line" (x0 to x1), "arc" (EP's
+    quarter circle) or "circle" (the closed circle through both, TG-F1's). ``x0``, ``x1``: one
+    finite input each (shape ``(d,)``); ``n_pieces >= 1``. Computed in the model's dtype on its
+    device.
 
         >>> model = nn.Sequential(nn.Linear(10, 50), nn.ReLU(), nn.Linear(50, 50), nn.ReLU())
         >>> stats = trajectory_stats(model.double(), torch.zeros(10), torch.ones(10))  # doctest: +SKIP
@@ -319,6 +329,17 @@ def trajectory_stats(model, x0, x1, path: str = "line", n_pieces: int = 10_000) 
 
     net = as_mlp(model)
     dtype, device = net.weights[0].dtype, net.weights[0].device
-    ends = [torch.as_tensor(x, dtype=dtype, device=device).reshape(-1) for x in (x0, x1)]
+    d = net.widths[0]
+    ends = []
+    for name, x in (("x0", x0), ("x1", x1)):
+        t = torch.as_tensor(x.detach() if torch.is_tensor(x) else np.asarray(x, dtype=np.float64))
+        if t.shape != (d,):
+            raise ValueError(f"{name} must be one input of shape ({d},) (the model takes {d} inputs); got shape "
+                             f"{tuple(t.shape)}")
+        if not torch.isfinite(t).all():
+            raise ValueError(f"{name} must be finite; it holds NaN or inf")
+        ends.append(t.to(dtype=dtype, device=device))
+    if isinstance(n_pieces, bool) or not isinstance(n_pieces, (int, np.integer)) or n_pieces < 1:
+        raise ValueError(f"n_pieces must be a whole number >= 1 (the path is cut into that many pieces); got {n_pieces!r}")
     with torch.no_grad():
-        return path_rows(net, make_path(path, *ends), n_pieces)
+        return path_rows(net, make_path(path, *ends), int(n_pieces))
