@@ -269,3 +269,28 @@ def test_the_edge_of_chaos_is_exact_at_zero_bias_and_refused_where_none_exists()
         edge_of_chaos("relu", 0.5)
     with pytest.raises(ValueError, match="sigma_b must be"):
         edge_of_chaos("tanh", -1.0)
+
+
+# --- pruning reads every conv --------------------------------------------------------------------
+
+@pytest.mark.parametrize("conv, shape", [(nn.Conv1d, (2, 16)), (nn.Conv3d, (2, 6, 6, 6))])
+@pytest.mark.parametrize("method", ["snip", "synflow", "magnitude"])
+def test_conv1d_and_conv3d_layers_are_pruned_not_skipped(conv, shape, method):
+    from reluinit import pruning
+
+    torch.manual_seed(11)
+    model = nn.Sequential(conv(2, 4, 3), nn.ReLU(), conv(4, 4, 3), nn.ReLU(), nn.Flatten(), nn.LazyLinear(3))
+    x = torch.randn(5, *shape)
+    model(x)
+    masks = pruning.prune(model, method, 0.3, x=x, y=torch.randint(0, 3, (5,)))
+    assert set(masks) == {"0.weight", "2.weight", "5.weight"}
+    n = sum(m.numel() for m in masks.values())
+    assert sum(int(m.sum()) for m in masks.values()) == round(0.3 * n)
+
+
+def test_a_transposed_convolution_is_refused_by_name():
+    from reluinit import pruning
+
+    model = nn.Sequential(nn.ConvTranspose2d(2, 2, 3), nn.ReLU(), nn.Flatten(), nn.Linear(50, 1))
+    with pytest.raises(TypeError, match="layer 0 .ConvTranspose2d.: transposed convolutions"):
+        pruning.prune(model, "magnitude", 0.5)

@@ -160,7 +160,7 @@ def test_every_example_of_your_own_network_runs(tmp_path, monkeypatch):
 
     page = (ROOT / "docs" / "your-own-network.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", page, re.S)
-    assert len(blocks) == 4
+    assert len(blocks) == 6
     monkeypatch.chdir(tmp_path)
     for i, code in enumerate(blocks):
         exec(compile(code, f"your-own-network example {i + 1}", "exec"), {})

@@ -1,9 +1,10 @@
 """Pruning at initialization (RP): scores, global masks, masks that stay applied, and what a mask
 does to a net (per-layer sparsity, layer collapse, critical sparsity).
 
-Every pruner is global over the weights of conv and linear layers (``models.weight_layers``);
-biases and normalisation parameters are never pruned. A pruner returns one boolean mask per
-pruned weight (``{"<module>.weight": mask}``) keeping exactly ``round(density * N)`` weights.
+Every pruner is global over the weights of conv and linear layers (``models.weight_layers``) unless
+``prune`` is asked for a per-layer scope; biases and normalisation parameters are never pruned. A
+pruner returns one boolean mask per pruned weight (``{"<module>.weight": mask}``) keeping exactly
+``round(density * N)`` weights.
 Pruners are small classes over one base (``Pruner``), registered by name in ``PRUNERS``:
 
 * ``random``: uniform scores; ``magnitude`` (MBP): |theta|;
@@ -13,13 +14,24 @@ Pruners are small classes over one base (``Pruner``), registered by name in ``PR
 * ``synflow``: data-free, iterative: ``rounds`` rounds on the exponential schedule
   density^(r/rounds), each scoring |theta * dR/dtheta| with R the sum of the outputs of the net with
   |theta| on an all-ones input, in eval mode and float64 (in float32 a deep net's R overflows).
+
+``prune`` is the entry for any model. It leaves the model as it found it (train/eval modes,
+weights, buffers: a forward pass in train mode moves batch norm's running statistics), and it
+composes: masks already on the model (``apply_masks``, or ``torch.nn.utils.prune``) are scored as
+they act and only shrink, so prune, apply, train and prune again is iterative pruning;
+``to_torch_prune`` and ``from_torch_prune`` hand masks to ``torch.nn.utils.prune`` and back. It
+takes Synaptic-Flow's options (Tanaka et al. 2020, github.com/ganguli-lab/Synaptic-Flow): any loss
+and several batches for SNIP and GraSP, a per-layer scope, layers left dense, and an exponential or
+linear schedule over rounds. With its defaults it takes the papers' path unchanged
+(``_pruned_as_ever``): the committed results rest on those masks, bit for bit.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 import pandas as pd
 import torch
@@ -255,33 +267,348 @@ class SynFlow(Pruner):
         return synflow_masks(model, in_shape, density, rounds), float("nan")
 
 
-def prune(model: nn.Module, method: str, density: float, **kw) -> Masks:
-    """Masks of ``method`` (a name in ``PRUNERS``: snip, grasp, synflow, magnitude, random, ...) at
-    ``density`` (the fraction of weights kept) for any model whose prunable layers are ``Conv2d``
-    and ``Linear``: ``prune_with_s_cr`` without the critical sparsity. Batch norms stay as they are.
+SCOPES = ("global", "layer")
+SCHEDULES = ("exponential", "linear")
+Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+Batches = Iterable[tuple[torch.Tensor, torch.Tensor]]
+
+
+def prune(model: nn.Module, method: str, density: float, *, x: torch.Tensor | None = None,
+          y: torch.Tensor | None = None, data: Batches | None = None, loss: Loss | None = None,
+          in_shape: tuple[int, ...] | None = None, seed: int = 0, rounds: int = 100, temperature: float = 200.0,
+          scope: str = "global", exclude: Iterable[str] = (), schedule: str | None = None) -> Masks:
+    """Boolean masks ``{"<module>.weight": mask}`` (True: kept) of ``method`` that keep the fraction
+    ``density`` of the weights of ``model``'s conv and linear layers (biases and normalisation
+    layers are never pruned). The model is left as it was: modes, weights and buffers (batch norm's
+    running statistics) are put back after scoring. Masks already on it (``apply_masks``, or
+    ``torch.nn.utils.prune``) are scored as they act and only shrink: a pruned weight stays pruned.
 
         >>> model = torchvision.models.resnet18(num_classes=10)  # doctest: +SKIP
         >>> masks = prune(model, "snip", 0.1, x=images, y=labels)  # doctest: +SKIP
         >>> apply_masks(rescale(model, masks), masks)  # doctest: +SKIP
+        >>> apply_masks(model, prune(model, "magnitude", 0.05))  # prune again  # doctest: +SKIP
+
+    :param model: any model whose prunable layers are conv and linear layers.
+    :param method: a name in ``PRUNERS``: "snip" (or "sbp"), "grasp", "synflow", "magnitude",
+        "random", or one registered with ``@pruner``.
+    :param density: the fraction kept, in [0, 1]: ``round(density * N)`` of the N weights pruned
+        (of each layer's own with ``scope="layer"``).
+    :param x: one batch of inputs for SNIP and GraSP (or ``data``); SynFlow reads ``in_shape`` from it.
+    :param y: the integer class labels of ``x`` (the targets of ``loss``).
+    :param data: an iterable of ``(x, y)`` batches (a ``DataLoader``, a list) for SNIP and GraSP,
+        each moved to the weights' device: the batches' gradients are summed, as Synaptic-Flow sums
+        them (SNIP: |theta * sum of the dL_b/dtheta|).
+    :param loss: ``loss(output, target)``, a scalar, for SNIP and GraSP (GraSP passes it
+        ``output / temperature``); None: cross-entropy.
+    :param in_shape: SynFlow's input shape without the batch dimension, e.g. ``(3, 32, 32)``; read
+        from ``x`` or ``data`` when not given.
+    :param seed: the seed of the random pruner's scores.
+    :param rounds: the rounds of a schedule (SynFlow always has one).
+    :param temperature: GraSP's T: the loss is taken on ``output / T``.
+    :param scope: "global", one threshold over all pruned weights (the papers'), or "layer", every
+        pruned layer keeping its own fraction ``density``.
+    :param exclude: what stays dense: "first" or "last" (conv or linear layer, in module order),
+        module names (a name covers the modules inside it: "layer4") or weight names
+        ("fc.weight"); "bias" and "batchnorm" are accepted and always hold here. Excluded layers
+        get no mask and do not count in N.
+    :param schedule: "exponential" (round k of ``rounds`` keeps ``density ** (k / rounds)``) or
+        "linear" (``1 - (1 - density) * k / rounds``), counted from the fraction the model already
+        keeps instead of 1 when it is masked; every round scores the net with the weights pruned so
+        far at zero (``method="magnitude"``: iterative magnitude pruning; nothing trains between
+        rounds, so it keeps what one shot keeps unless the caller trains between ``prune`` calls).
+        None: SynFlow's own exponential schedule, one shot for the rest.
     """
-    return prune_with_s_cr(model, method, density, **kw)[0]
+    return prune_with_s_cr(model, method, density, x=x, y=y, data=data, loss=loss, in_shape=in_shape, seed=seed,
+                           rounds=rounds, temperature=temperature, scope=scope, exclude=exclude, schedule=schedule)[0]
 
 
-def prune_with_s_cr(model: nn.Module, method: str, density: float, *, x=None, y=None, in_shape=None,
-                    seed: int = 0, rounds: int = 100, temperature: float = 200.0) -> tuple[Masks, float]:
-    """Masks of ``method`` at ``density``, scored on the model's ``pruning_view`` (a VGG16 without its
-    batch norms, as the RP authors prune it) and keyed by the model's own layer names; and the
-    critical sparsity s_cr of its scores (the largest sparsity with no layer emptied; NaN for
-    SynFlow)."""
-    if method not in PRUNERS:
-        raise ValueError(f"unknown pruning method {method!r}; known: {', '.join(PRUNERS)}")
+def prune_with_s_cr(model: nn.Module, method: str, density: float, *, x: torch.Tensor | None = None,
+                    y: torch.Tensor | None = None, data: Batches | None = None, loss: Loss | None = None,
+                    in_shape: tuple[int, ...] | None = None, seed: int = 0, rounds: int = 100,
+                    temperature: float = 200.0, scope: str = "global", exclude: Iterable[str] = (),
+                    schedule: str | None = None) -> tuple[Masks, float]:
+    """``prune``'s masks (same arguments) and the critical sparsity s_cr of the scores (the largest
+    sparsity with no layer emptied; NaN for SynFlow, a schedule, ``scope="layer"`` or a masked
+    model). A VGG16 is scored on its ``pruning_view`` (without its batch norms, as the RP authors
+    prune it), the masks keyed by the model's own layer names."""
+    in_shape = _checked(method, density, x, y, data, loss, in_shape, rounds, scope, schedule)
+    names = [f"{n}.weight" for n, _ in weight_layers(model)]
+    chosen = _chosen(names, exclude)
+    with _state_kept(model):
+        own = schedule is None or (schedule == "exponential" and isinstance(PRUNERS[method], SynFlow))
+        if own and data is None and loss is None and scope == "global" and chosen == names and not applied_masks(model):
+            return _pruned_as_ever(model, method, density, x=x, y=y, in_shape=in_shape, seed=seed, rounds=rounds,
+                                   temperature=temperature)
+        batches = data if data is not None else [(x, y)] if x is not None else []
+        return _pruned(model, method, density, chosen, batches=batches, loss=loss, in_shape=in_shape, seed=seed,
+                       rounds=rounds, temperature=temperature, scope=scope, schedule=schedule)
+
+
+def _pruned_as_ever(model: nn.Module, method: str, density: float, *, x, y, in_shape, seed: int, rounds: int,
+                    temperature: float) -> tuple[Masks, float]:
+    """The papers' path, ``prune``'s defaults: the pruner's own masks of the whole net, scored on
+    its ``pruning_view``. Unchanged, for the committed masks rest on it."""
     view = pruning_view(model)
     if view is not model:
-        masks, s_cr = prune_with_s_cr(view, method, density, x=x, y=y, in_shape=in_shape, seed=seed, rounds=rounds,
+        masks, s_cr = _pruned_as_ever(view, method, density, x=x, y=y, in_shape=in_shape, seed=seed, rounds=rounds,
                                       temperature=temperature)
         return masks_for(model, view, masks), s_cr
     return PRUNERS[method].masks(model, density, rounds=rounds, x=x, y=y, in_shape=in_shape, seed=seed,
                                  temperature=temperature)
+
+
+def _checked(method: str, density: float, x, y, data, loss, in_shape, rounds: int, scope: str,
+             schedule: str | None) -> tuple[int, ...] | None:
+    """Stop on what ``prune`` cannot do with an error that says what to pass; SynFlow's
+    ``in_shape``, read from ``x`` or ``data`` when not given."""
+    if method not in PRUNERS:
+        raise ValueError(f"unknown pruning method {method!r}; known: {', '.join(PRUNERS)}")
+    if not 0 <= density <= 1:
+        raise ValueError(f"density must be in [0, 1] (the fraction of weights kept), got {density}")
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
+    if schedule is not None and schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be None or one of {SCHEDULES}, got {schedule!r}")
+    if not (rounds >= 1 and int(rounds) == rounds):
+        raise ValueError(f"rounds must be an integer >= 1, got {rounds!r}")
+    if data is not None and (x is not None or y is not None):
+        raise TypeError("pass the data as x= and y= (one batch) or as data= (an iterable of (x, y) batches), not both")
+    pruner = PRUNERS[method]
+    if isinstance(pruner, (Snip, Grasp)) and data is None and (x is None or y is None):
+        missing = "y= (the integer class labels of x)" if x is not None else "x= and y= (inputs and integer labels)"
+        raise TypeError(f"{method} scores weights on data: pass {missing} for one batch, or data= (an iterable of "
+                        "(x, y) batches, e.g. a DataLoader)")
+    if loss is not None and not isinstance(pruner, (Snip, Grasp)):
+        raise TypeError(f"loss= is for the data-driven pruners snip and grasp; {method} does not take a loss")
+    if isinstance(pruner, SynFlow) and in_shape is None:
+        if x is None and data is not None:
+            x = next(iter(data))[0]
+        if x is None:
+            raise TypeError("synflow needs in_shape=, the shape of one input without the batch dimension, e.g. "
+                            "in_shape=(3, 32, 32) for CIFAR-10 (or x= or data= to read it from a batch)")
+        in_shape = tuple(x.shape[1:])
+    return in_shape
+
+
+def _chosen(names: list[str], exclude: Iterable[str]) -> list[str]:
+    """The weights of ``names`` that are pruned: all but those ``exclude`` names (``prune``)."""
+    out = set()
+    for item in [exclude] if isinstance(exclude, str) else exclude:
+        if item in ("bias", "batchnorm"):  # never pruned here
+            continue
+        hit = {"first": names[:1], "last": names[-1:]}.get(item) or [
+            n for n in names if n == item or n.startswith(f"{item}.")]
+        if not hit:
+            raise ValueError(f"exclude={item!r} names no conv or linear layer of the model: give 'first', 'last', "
+                             f"'bias', 'batchnorm', a module name or a weight name such as {names[-1]!r}")
+        out.update(hit)
+    if len(out) == len(names):
+        raise ValueError("exclude leaves no weight to prune")
+    return [n for n in names if n not in out]
+
+
+@contextlib.contextmanager
+def _state_kept(model: nn.Module):
+    """Put back every submodule's train/eval mode and every buffer (the same tensors, their values
+    bit for bit): a forward pass in train mode moves batch norm's running statistics. Masks are
+    buffers scoring never writes, and their copies would double the weights' memory: not saved."""
+    modes = [(m, m.training) for m in model.modules()]
+    saved = [(m, k, b, b.clone()) for m in model.modules() if not isinstance(m, _Mask)
+             for k, b in m._buffers.items() if b is not None and f"{k.removesuffix('_mask')}_orig" not in m._parameters]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for m, k, b, value in saved:
+                m._buffers[k] = b
+                b.copy_(value)
+        for m, mode in modes:
+            m.training = mode
+
+
+def _density_at(r: int, rounds: int, density: float, schedule: str | None, start: float) -> float:
+    """The fraction kept after round ``r`` of ``rounds`` on ``schedule``, from ``start`` (the
+    fraction kept before the first round); the last round is ``density`` itself."""
+    if r == rounds or start == 0:
+        return density
+    if schedule == "linear":
+        return start - (start - density) * (r / rounds)
+    return start * (density / start) ** (r / rounds)
+
+
+def _pruned(model: nn.Module, method: str, density: float, chosen: list[str], *, batches: Batches, loss: Loss | None,
+            in_shape, seed: int, rounds: int, temperature: float, scope: str,
+            schedule: str | None) -> tuple[Masks, float]:
+    """``prune`` with Synaptic-Flow's options, on a masked model, or both. A masked model is scored
+    on a copy with its masks multiplied into its weights; a schedule prunes a copy round by round
+    (SynFlow its own float64 copy). Each round keeps the top scores of the weights kept so far (the
+    others score -inf): masks only shrink."""
+    current = applied_masks(model)
+    if isinstance(PRUNERS[method], SynFlow):
+        schedule = schedule or "exponential"
+    n_rounds = rounds if schedule else 1
+    net = _unmasked_copy(model) if current or (n_rounds > 1 and not isinstance(PRUNERS[method], SynFlow)) else model
+    view = pruning_view(net)
+    key = dict(zip([f"{n}.weight" for n, _ in weight_layers(model)], [f"{n}.weight" for n, _ in weight_layers(view)]))
+    weights = prunable(view)
+    alive = {key[n]: current[n] if n in current else torch.ones_like(weights[key[n]], dtype=torch.bool)
+             for n in chosen}
+    score = _scorer(method, view, batches=batches, loss=loss, in_shape=in_shape, seed=seed, temperature=temperature)
+    pools = [list(alive)] if scope == "global" else [[n] for n in alive]
+    starts = [sum(int(alive[n].sum()) for n in pool) / sum(alive[n].numel() for n in pool) for pool in pools]
+    for r in range(1, n_rounds + 1):
+        scores = score(alive)
+        ranked = {n: torch.where(alive[n], s, float("-inf")) for n, s in scores.items()}  # a pruned weight stays so
+        kept = {}
+        for pool, start in zip(pools, starts):
+            d = _density_at(r, n_rounds, density, schedule, start)
+            size, n_alive = sum(alive[n].numel() for n in pool), sum(int(alive[n].sum()) for n in pool)
+            if round(d * size) > n_alive:
+                where = "" if scope == "global" else f" in {pool[0]}"
+                raise ValueError(f"the model keeps {n_alive} of {size} weights{where} (density {n_alive / size:.4g}) "
+                                 f"and masks only shrink: ask for density <= {n_alive / size:.4g}")
+            kept |= masks_from_scores({n: ranked[n] for n in pool}, d)
+        alive = kept
+    one_shot = n_rounds == 1 and scope == "global" and not current
+    s_cr = critical_sparsity(scores) if one_shot else float("nan")
+    return {n: alive[key[n]] for n in chosen}, s_cr
+
+
+def _unmasked_copy(model: nn.Module) -> nn.Module:
+    """A copy of ``model`` with its masks (``apply_masks``'s, ``torch.nn.utils.prune``'s) taken off
+    and multiplied into its weights: the masked net as plain weights, to score and to prune further."""
+    from torch.nn.utils import prune as torch_prune
+
+    # torch's masked weight is a computed tensor, which deepcopy refuses: the copy gets it as a plain
+    # one (torch_prune.remove recomputes it there from the copied weight_orig and weight_mask)
+    memo = {id(m.weight): m.weight.detach().clone() for _, m in weight_layers(model) if "weight_orig" in m._parameters}
+    net = copy.deepcopy(model, memo)
+    for name, m in weight_layers(net):
+        if _own_mask(m) is not None:
+            _take_off(m, f"{name}.weight")
+        elif "weight_orig" in m._parameters:
+            torch_prune.remove(m, "weight")
+    return net
+
+
+def _scorer(method: str, net: nn.Module, *, batches: Batches, loss: Loss | None, in_shape, seed: int,
+            temperature: float) -> Callable[[Masks], dict[str, torch.Tensor]]:
+    """``method``'s scores of the weights of ``alive`` (the masks kept so far, keyed as
+    ``prunable(net)``) as a function of ``alive``, with the weights it prunes set to zero in
+    ``net`` (a copy whenever any is pruned) or, for SynFlow, in its float64 copy. ``batches`` is
+    read once a round: an iterator is kept as a list."""
+    pruner = PRUNERS[method]
+    if isinstance(pruner, SynFlow):
+        lin, weights, ones = _linearized(net, in_shape)
+
+        def synflow(alive: Masks) -> dict[str, torch.Tensor]:
+            _zero(weights, alive)
+            live = {n: w.detach().requires_grad_(True) for n, w in weights.items()}
+            grads = torch.autograd.grad(functional_call(lin, live, (ones,)).sum(), [live[n] for n in alive])
+            return {n: (live[n] * g).detach().abs() for n, g in zip(alive, grads)}
+
+        return synflow
+    weights = prunable(net)
+    loss = loss or nn.functional.cross_entropy
+    batches = list(batches) if isinstance(batches, Iterator) else batches
+    if isinstance(pruner, Snip):
+        def scores(alive):
+            return _snip(net, list(alive), batches, loss)
+    elif isinstance(pruner, Grasp):
+        batches = list(batches)  # two passes over the same data (a loader could shuffle or augment)
+
+        def scores(alive):
+            return _grasp(net, alive, batches, loss, temperature)
+    elif type(pruner).masks is Pruner.masks:  # random, magnitude, or a new scoring pruner
+        bx, by = (None, None)
+        if not isinstance(pruner, (Random, Magnitude)):
+            batches = list(batches)
+            if len(batches) > 1:
+                raise TypeError(f"{method} scores one batch: pass x= and y=, not data= of several batches")
+            bx, by = _on(batches[0], net) if batches else (None, None)
+
+        def scores(alive):
+            s = pruner.scores(net, x=bx, y=by, in_shape=in_shape, seed=seed, temperature=temperature)
+            return {n: s[n] for n in alive}
+    else:
+        raise TypeError(f"{method} chooses its own masks: data=, loss=, scope=, exclude= and schedule= need a "
+                        "pruner that scores (a Pruner with scores())")
+
+    def zeroed_then_scored(alive: Masks) -> dict[str, torch.Tensor]:
+        _zero(weights, alive)
+        return scores(alive)
+
+    return zeroed_then_scored
+
+
+def _zero(weights: dict[str, torch.Tensor], alive: Masks) -> None:
+    """Zero the pruned weights in place (only where something is pruned: a net with none pruned may
+    be the caller's own)."""
+    with torch.no_grad():
+        for n, a in alive.items():
+            if not a.all():
+                weights[n].mul_(a)
+
+
+def _on(batch: tuple[torch.Tensor, torch.Tensor], model: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
+    """An ``(x, y)`` batch on ``model``'s device."""
+    device = next(model.parameters()).device
+    x, y = batch
+    return x.to(device), y.to(device) if isinstance(y, torch.Tensor) else y
+
+
+def _no_batch() -> ValueError:
+    return ValueError("data= gave no batch: pass an iterable of (x, y) batches, e.g. a DataLoader")
+
+
+@full_fp32
+def _snip(model: nn.Module, keys: list[str], batches: Batches, loss: Loss) -> dict[str, torch.Tensor]:
+    """SNIP's scores of the weights ``keys``: |theta * g| with g the gradient of the loss summed over
+    ``batches`` (Synaptic-Flow accumulates the batches' gradients, then takes the absolute value);
+    with one batch and cross-entropy, ``snip_scores``'s to the bit."""
+    weights = {n: w for n, w in prunable(model).items() if n in keys}
+    cs = {n: torch.ones_like(w, requires_grad=True) for n, w in weights.items()}
+    total = None
+    for batch in batches:
+        x, y = _on(batch, model)
+        out = functional_call(model, {n: w.detach() * cs[n] for n, w in weights.items()}, (x,))
+        grads = torch.autograd.grad(loss(out, y), list(cs.values()))
+        total = grads if total is None else [t + g for t, g in zip(total, grads)]
+    if total is None:
+        raise _no_batch()
+    return {n: g.abs() for n, g in zip(weights, total)}
+
+
+@full_fp32
+def _grasp(model: nn.Module, alive: Masks, batches: list[tuple[torch.Tensor, torch.Tensor]], loss: Loss,
+           temperature: float) -> dict[str, torch.Tensor]:
+    """GraSP's theta * Hg for the weights of ``alive``, g and H of the loss summed over ``batches``
+    (Synaptic-Flow's two passes: g of all batches, then Hg batch by batch). A pruned weight is no
+    parameter: its part of g is dropped, so Hg is the masked net's. One batch, nothing pruned and
+    cross-entropy: ``grasp_scores``'s one pass, to the bit."""
+    weights = {n: w.detach().contiguous().requires_grad_(True) for n, w in prunable(model).items() if n in alive}
+    if not batches:
+        raise _no_batch()
+
+    def grad(batch, create_graph: bool):
+        x, y = _on(batch, model)
+        out = functional_call(model, weights, (x.contiguous(),))
+        return torch.autograd.grad(loss(out / temperature, y), list(weights.values()), create_graph=create_graph)
+
+    def kept(gs):
+        return [g if a.all() else g * a for g, a in zip(gs, alive.values())]
+
+    if len(batches) == 1:
+        g = grad(batches[0], True)
+        stopped, pairs = kept([a.detach() for a in g]), [g]
+    else:
+        stopped = kept([sum(gs) for gs in zip(*(grad(b, False) for b in batches))])
+        pairs = (grad(b, True) for b in batches)
+    hg = None
+    for g in pairs:
+        h = torch.autograd.grad(sum((a * s).sum() for a, s in zip(g, stopped)), list(weights.values()))
+        hg = h if hg is None else [t + u for t, u in zip(hg, h)]
+    return {n: w.detach() * h for (n, w), h in zip(weights.items(), hg)}
 
 
 def row_shuffled(masks: Masks, seed: int) -> Masks:
@@ -319,20 +646,110 @@ class _Mask(nn.Module):
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
         self.factor = self.mask.to(self.factor.dtype)  # a loaded mask: its float copy follows
 
+    def narrow(self, mask: torch.Tensor) -> None:
+        """Keep only what both masks keep (new tensors: masks handed out before stay as they were)."""
+        self.mask = self.mask & mask.to(self.mask.device)
+        self.factor = self.mask.to(self.factor.dtype)
+
+
+def _own_mask(module: nn.Module) -> _Mask | None:
+    """The ``_Mask`` that ``apply_masks`` put on ``module.weight``, if any."""
+    if not parametrize.is_parametrized(module, "weight"):
+        return None
+    return next((p for p in module.parametrizations.weight if isinstance(p, _Mask)), None)
+
 
 def apply_masks(model: nn.Module, masks: Masks) -> nn.Module:
     """Zero the pruned weights of ``model`` in place and keep them zero through training (a weight
     parametrization, so an optimizer step, momentum and weight decay included, cannot revive them).
+    A weight masked already keeps what both masks keep, its one mask narrowed (the state dict keeps
+    its keys): prune, apply and prune again is iterative pruning.
 
         >>> apply_masks(model, prune(model, "synflow", 0.05, in_shape=(3, 32, 32)))  # doctest: +SKIP
     """
     modules = dict(model.named_modules())
     for name, mask in masks.items():
         module = modules[name.rsplit(".", 1)[0]]
+        if "weight_orig" in module._parameters:
+            raise TypeError(f"{name} is pruned by torch.nn.utils.prune: take its mask over with "
+                            "from_torch_prune(model, remove=True) before apply_masks, or use to_torch_prune")
+        if (own := _own_mask(module)) is not None:
+            original = module.parametrizations.weight.original
+            with torch.no_grad():
+                original.mul_(mask.to(original.device, original.dtype))
+            own.narrow(mask)
+            continue
         with torch.no_grad():
             module.weight.mul_(mask.to(module.weight.dtype))
         parametrize.register_parametrization(module, "weight", _Mask(mask.to(module.weight.device), module.weight.dtype))
     return model
+
+
+def _take_off(module: nn.Module, name: str) -> None:
+    """Take ``apply_masks``'s parametrization off ``module.weight``, its pruned weights left at zero
+    and its stored weights kept as the same ``Parameter`` (an optimizer holding it still works).
+    Not ``parametrize.remove_parametrizations``: it deletes the property from the module's class,
+    which a deep copy of the model shares, and so breaks the original."""
+    if set(module.parametrizations) != {"weight"} or len(module.parametrizations.weight) != 1:
+        raise TypeError(f"{name} has parametrizations besides its mask: taking the mask off would drop them")
+    weights = module.parametrizations.weight
+    original, mask = weights.original, weights[0].mask
+    with torch.no_grad():
+        original.mul_(mask.to(original.dtype))
+    module.__class__ = type(module).__bases__[0]  # this module's class before the parametrization, for it alone
+    del module._modules["parametrizations"]
+    module.register_parameter("weight", original)
+
+
+def applied_masks(model: nn.Module) -> Masks:
+    """The masks in force on ``model``'s conv and linear weights: ``apply_masks``'s and
+    ``torch.nn.utils.prune``'s (``{}`` for a model with none)."""
+    out = {}
+    for name, m in weight_layers(model):
+        if (own := _own_mask(m)) is not None:
+            out[f"{name}.weight"] = own.mask
+        elif "weight_orig" in m._parameters:
+            out[f"{name}.weight"] = m.weight_mask != 0
+    return out
+
+
+def to_torch_prune(model: nn.Module, masks: Masks | None = None) -> nn.Module:
+    """Hand masks to ``torch.nn.utils.prune`` (``custom_from_mask``): ``masks``, or the model's own
+    from ``apply_masks`` when None. A weight under ``apply_masks`` has that mask taken off (its
+    pruned weights stay zero) and multiplied into the new one; one torch prunes already keeps what
+    both keep (torch's rule). The forward pass is the same, bit for bit. Returns ``model``."""
+    from torch.nn.utils import prune as torch_prune
+
+    modules = dict(model.named_modules())
+    for name, mask in (applied_masks(model) if masks is None else masks).items():
+        module = modules[name.rsplit(".", 1)[0]]
+        if (own := _own_mask(module)) is not None:
+            mask = own.mask & mask.to(own.mask.device)
+            _take_off(module, name)
+        torch_prune.custom_from_mask(module, "weight", mask.to(module.weight.device))
+    return model
+
+
+def from_torch_prune(model: nn.Module, remove: bool = False) -> Masks:
+    """The masks ``torch.nn.utils.prune`` keeps on ``model``'s conv and linear weights, as boolean
+    ``Masks`` for ``apply_masks``, ``prune`` or ``layer_table``. With ``remove``, torch's pruning is
+    made permanent and taken off (``prune.remove``: the pruned weights stay zero, no hook left), so
+    that ``apply_masks(model, masks)`` takes over."""
+    from torch.nn.utils import prune as torch_prune
+
+    layers = {id(m) for _, m in weight_layers(model)}
+    for name, m in model.named_modules():
+        others = [k for k in m._parameters if k.endswith("_orig") and (k != "weight_orig" or id(m) not in layers)]
+        if others:
+            raise ValueError(f"torch.nn.utils.prune prunes {name}.{others[0].removesuffix('_orig')}: masks here are of "
+                             "conv and linear weights; make that pruning permanent first (prune.remove)")
+    masks = {}
+    for name, m in weight_layers(model):
+        if "weight_orig" in m._parameters:
+            masks[f"{name}.weight"] = m.weight_mask != 0
+            if remove:
+                torch_prune.remove(m, "weight")
+    return masks
 
 
 # --- what a mask does --------------------------------------------------------------------------
