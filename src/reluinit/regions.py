@@ -191,16 +191,23 @@ def split_lines(net: MLP, x0: torch.Tensor, x1: torch.Tensor, t_min: float = 0.0
             break
         # Every crossing of a kink strictly inside an interval (by more than the tolerance) is a cut.
         roots = torch.cat([(theta - za) / zb for theta in kinks], dim=1) if kinks else za[:, :0]
-        tol = _tolerance(roots, rtol)
-        lo, hi = t0[:, None], t1[:, None]
-        inside = (roots > lo + tol) & (roots < hi - tol)
-        if rtol > 0:  # crossings at an earlier layer's cut (not at the range's own ends)
-            at_end = (((roots - lo).abs() <= tol) & (lo > t_min)) | (((hi - roots).abs() <= tol) & (hi < t_max))
+        if rtol > 0:
+            # rtol * max(1, |t|), and 0 at an infinite or undefined root (which coincides with nothing)
+            tol = roots.abs().clamp_(min=1.0).mul_(rtol).nan_to_num_(nan=0.0, posinf=0.0)
+            d0, d1 = roots - t0[:, None], t1[:, None] - roots
+            inside = (d0 > tol) & (d1 > tol)
+            # crossings at an earlier layer's cut (not at the range's own ends) are that cut
+            at_end = ((d0.abs_() <= tol) & (t0 > t_min)[:, None]) | ((d1.abs_() <= tol) & (t1 < t_max)[:, None])
             coincident.index_add_(0, line, at_end.sum(dim=1))
+        else:
+            inside = (roots > t0[:, None]) & (roots < t1[:, None])
         sk, st = _cut_points(t0, t1, roots, inside)
         # Crossings within the tolerance of the one before them are that one.
         same = torch.zeros(len(st), dtype=torch.bool, device=device)
-        same[1:] = (sk[1:] == sk[:-1]) & (st[1:] - st[:-1] <= _tolerance(st[1:], rtol))
+        if rtol > 0:
+            same[1:] = (sk[1:] == sk[:-1]) & (st[1:] - st[:-1] <= _tolerance(st[1:], rtol))
+        else:
+            same[1:] = (sk[1:] == sk[:-1]) & (st[1:] == st[:-1])
         if same.any():
             coincident.index_add_(0, line[sk[same]], torch.ones_like(sk[same]))
             sk, st = sk[~same], st[~same]
@@ -213,9 +220,10 @@ def split_lines(net: MLP, x0: torch.Tensor, x1: torch.Tensor, t_min: float = 0.0
         z = za + mid * zb
         if rtol > 0:  # a neuron on its kink all along an interval is on it, not on the side rounding says
             reach = torch.linalg.vector_norm(a, dim=1)[k_new] + mid[:, 0].abs() * torch.linalg.vector_norm(b, dim=1)[k_new]
-            scale = reach[:, None] * torch.linalg.vector_norm(w, dim=1)[None] + (c.abs()[None] if c is not None else 0.0)
+            bias = c.abs().expand_as(z) if c is not None else torch.zeros_like(z)
+            near = torch.addr(bias, reach, torch.linalg.vector_norm(w, dim=1)).mul_(rtol)
             for theta in kinks:
-                on = (z - theta).abs() <= rtol * scale
+                on = ((z - theta).abs_() if theta else z.abs()) <= near
                 if on.any():
                     coincident.index_add_(0, line, on.sum(dim=1))
                     z = torch.where(on, torch.full_like(z, theta), z)
