@@ -122,3 +122,21 @@ def pytest_collection_modifyitems(config, items):
     rest = [i for i in items if i not in first and i not in slurm and not uses(i, "quick_build")]
     readers = sorted(readers[1:], key=lambda i: not uses(i, "tmp_path"))  # stable: file order kept
     items[:] = first + slurm + rest + readers
+
+
+def synflow_by_hand(model, in_shape, densities, keep):
+    """SynFlow written out, for tests to hold the library's against: round after round, the scores
+    |w * dR/dw| of the net ``pruning._linearized`` makes, with the weights pruned so far at zero, and
+    ``keep(scores, density, masks)`` choosing the next masks; one round per entry of ``densities``."""
+    import torch
+    from torch.func import functional_call
+
+    from reluinit import pruning
+
+    net, weights, ones = pruning._linearized(model, in_shape)
+    masks = {n: torch.ones_like(w, dtype=torch.bool) for n, w in weights.items()}
+    for density in densities:
+        live = {n: (w * masks[n]).requires_grad_(True) for n, w in weights.items()}
+        grads = torch.autograd.grad(functional_call(net, live, (ones,)).sum(), list(live.values()))
+        masks = keep({n: (w * g).abs() for (n, w), g in zip(live.items(), grads)}, density, masks)
+    return masks

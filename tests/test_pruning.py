@@ -99,17 +99,12 @@ def test_synflow_searches_only_the_kept_weights_and_prunes_as_the_global_top_k_d
     """Each SynFlow round keeps the top k of its scores; a pruned weight scores 0 and k only
     shrinks, so the search over the weights kept so far (synflow_masks) gives the masks of the
     plain global top k over all scores (masks_from_scores), round after round."""
-    from torch.func import functional_call
+    from conftest import synflow_by_hand
 
     model = initialize(ResNet(8, channels=(4, 8, 16)), "he", seed=6)
     density, rounds = 0.05, 12
-    net, weights, ones = pruning._linearized(model, (3, 8, 8))
-    masks = {n: torch.ones_like(w, dtype=torch.bool) for n, w in weights.items()}
-    for r in range(1, rounds + 1):
-        live = {n: (w * masks[n]).requires_grad_(True) for n, w in weights.items()}
-        grads = torch.autograd.grad(functional_call(net, live, (ones,)).sum(), list(live.values()))
-        masks = masks_from_scores({n: (w * g).abs() for (n, w), g in zip(live.items(), grads)},
-                                  density ** (r / rounds))
+    masks = synflow_by_hand(model, (3, 8, 8), [density ** (r / rounds) for r in range(1, rounds + 1)],
+                            lambda scores, d, _: masks_from_scores(scores, d))
     got = synflow_masks(model, (3, 8, 8), density, rounds)
     assert list(got) == list(masks)
     assert all(torch.equal(got[n], masks[n]) for n in masks)

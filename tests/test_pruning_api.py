@@ -14,6 +14,7 @@ from torch.func import functional_call
 from torch.nn.utils import parametrize
 from torch.nn.utils import prune as torch_prune
 
+from conftest import synflow_by_hand
 from reluinit import pruning
 from reluinit.inits import initialize
 from reluinit.models import ResNet, VanillaCNN
@@ -322,13 +323,9 @@ def test_synflow_on_a_schedule_is_the_brute_force_loop_over_rounds(schedule):
     ``density_k``; ``schedule="exponential"`` is SynFlow's own (the papers' path)."""
     model = initialize(ResNet(8, channels=(4, 8, 16)), "he", seed=6)
     density, rounds = 0.05, 4
-    net, weights, ones = pruning._linearized(model, (3, 8, 8))
-    masks = {n: torch.ones_like(w, dtype=torch.bool) for n, w in weights.items()}
-    for r in range(1, rounds + 1):
-        live = {n: (w * masks[n]).requires_grad_(True) for n, w in weights.items()}
-        grads = torch.autograd.grad(functional_call(net, live, (ones,)).sum(), list(live.values()))
-        d = 1 - (1 - density) * (r / rounds) if schedule == "linear" else density ** (r / rounds)
-        masks = _top({n: (w * g).abs() for (n, w), g in zip(live.items(), grads)}, d, masks)
+    densities = [1 - (1 - density) * (r / rounds) if schedule == "linear" else density ** (r / rounds)
+                 for r in range(1, rounds + 1)]
+    masks = synflow_by_hand(model, (3, 8, 8), densities, _top)
     got = prune(model, "synflow", density, in_shape=(3, 8, 8), rounds=rounds, schedule=schedule)
     assert _same(got, masks)
     total = sum(m.numel() for m in masks.values())
