@@ -192,12 +192,14 @@ def split_lines(net: MLP, x0: torch.Tensor, x1: torch.Tensor, t_min: float = 0.0
         # Every crossing of a kink strictly inside an interval (by more than the tolerance) is a cut.
         roots = torch.cat([(theta - za) / zb for theta in kinks], dim=1) if kinks else za[:, :0]
         if rtol > 0:
-            # rtol * max(1, |t|), and 0 at an infinite or undefined root (which coincides with nothing)
-            tol = roots.abs().clamp_(min=1.0).mul_(rtol).nan_to_num_(nan=0.0, posinf=0.0)
-            d0, d1 = roots - t0[:, None], t1[:, None] - roots
-            inside = (d0 > tol) & (d1 > tol)
+            # within rtol * max(1, |end|) of an interval's end is at that end (comparisons only: no
+            # float copy of the [intervals, neurons] roots, the largest thing a layer holds)
+            tol0, tol1 = _tolerance(t0, rtol)[:, None], _tolerance(t1, rtol)[:, None]
+            lo, hi = t0[:, None], t1[:, None]
+            inside = (roots > lo + tol0) & (roots < hi - tol1)
             # crossings at an earlier layer's cut (not at the range's own ends) are that cut
-            at_end = ((d0.abs_() <= tol) & (t0 > t_min)[:, None]) | ((d1.abs_() <= tol) & (t1 < t_max)[:, None])
+            at_end = ((roots >= lo - tol0) & (roots <= lo + tol0) & (lo > t_min)) | \
+                ((roots >= hi - tol1) & (roots <= hi + tol1) & (hi < t_max))
             coincident.index_add_(0, line, at_end.sum(dim=1))
         else:
             inside = (roots > t0[:, None]) & (roots < t1[:, None])
@@ -220,13 +222,16 @@ def split_lines(net: MLP, x0: torch.Tensor, x1: torch.Tensor, t_min: float = 0.0
         z = za + mid * zb
         if rtol > 0:  # a neuron on its kink all along an interval is on it, not on the side rounding says
             reach = torch.linalg.vector_norm(a, dim=1)[k_new] + mid[:, 0].abs() * torch.linalg.vector_norm(b, dim=1)[k_new]
-            bias = c.abs().expand_as(z) if c is not None else torch.zeros_like(z)
-            near = torch.addr(bias, reach, torch.linalg.vector_norm(w, dim=1)).mul_(rtol)
+            wn, cn = torch.linalg.vector_norm(w, dim=1), (c.abs() if c is not None else torch.zeros_like(w[:, 0]))
+            bound = rtol * (float(reach.max()) * float(wn.max()) + float(cn.max())) if len(reach) else 0.0
             for theta in kinks:
-                on = ((z - theta).abs_() if theta else z.abs()) <= near
+                # candidates within a bound of every entry's tolerance, then each checked exactly
+                i, j = ((z >= theta - bound) & (z <= theta + bound)).nonzero(as_tuple=True)
+                on = (z[i, j] - theta).abs() <= rtol * (reach[i] * wn[j] + cn[j])
                 if on.any():
-                    coincident.index_add_(0, line, on.sum(dim=1))
-                    z = torch.where(on, torch.full_like(z, theta), z)
+                    i, j = i[on], j[on]
+                    coincident.index_add_(0, line[i], torch.ones_like(i))
+                    z[i, j] = theta
         code = _codes(z, net.activation)
         if keep_pattern:
             patterns.append(code)
