@@ -163,3 +163,26 @@ def test_the_plan_command_shows_declared_and_measured_hours(tmp_path):
     done = subprocess.run([sys.executable, "-m", "reluinit.pipeline.plan", "paper", "--cost", str(bad)], cwd=ROOT,
                           capture_output=True, text=True)
     assert done.returncode == 2 and "no column eval_seconds_per_image" in done.stderr
+
+
+def test_the_dataloader_baseline_trains_at_the_recipes_precision(monkeypatch):
+    """Engine and baseline at one precision: PyTorch's default (TF32 convolutions) would time the
+    baseline at another precision than a recipe's fp32; the flags are put back afterwards."""
+    import torch
+
+    from reluinit.gpucheck import throughput
+    from reluinit.training import Recipe
+
+    def flags():
+        return torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+
+    seen = []
+    monkeypatch.setattr(throughput, "_baseline", lambda *a: seen.append(flags()) or 1.0)
+    old = flags()
+    try:
+        for precision, inside in (("fp32", False), ("tf32", True)):
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = not inside
+            throughput.baseline({"recipe": Recipe(optimizer="sgd", lr=0.1, precision=precision)}, 1, 0, 0)
+            assert seen[-1] == (inside, inside) and flags() == (not inside, not inside), precision
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old

@@ -222,7 +222,16 @@ class HostImages(torch.utils.data.Dataset):
 
 def baseline(c: dict, steps: int, warm: int, workers: int) -> float:
     """Optimizer steps per second of a plain DataLoader loop on the same model and tensors (fp32,
-    NCHW): ``warm`` steps (workers started, kernels chosen), then ``steps`` timed."""
+    NCHW): ``warm`` steps (workers started, kernels chosen), then ``steps`` timed. TF32 is set as
+    the engine's run sets it (off unless the recipe says ``tf32``): PyTorch's default, TF32
+    convolutions, would compare two precisions."""
+    from ..nets import tf32
+
+    with tf32(c["recipe"].precision == "tf32"):
+        return _baseline(c, steps, warm, workers)
+
+
+def _baseline(c: dict, steps: int, warm: int, workers: int) -> float:
     recipe, data = c["recipe"], c["train"]
     dev = data.device
     model = c["model"].to(memory_format=torch.contiguous_format)
