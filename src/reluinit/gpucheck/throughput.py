@@ -337,10 +337,9 @@ def _declared_totals(config: dict) -> dict[tuple[str, str, str], float]:
 def _pack_worker(device: str, tiny: bool, barrier, results, index: int) -> None:
     """One of several processes training ResNet32 (doubled filters, the rp-cifar10 recipe) on
     generated CIFAR-10 shapes: warm-up steps, then, once every process is ready, timed steps."""
-    import resource
-
     from ..inits import initialize
     from ..models import ResNet
+    from ..tools.memory import peak_rss_bytes
     from ..training import Recipe, fit
     from .agreement import generated
 
@@ -357,7 +356,7 @@ def _pack_worker(device: str, tiny: bool, barrier, results, index: int) -> None:
     barrier.wait(timeout=120)
     run = fit(model, data, test, recipe, seed=index + 1)
     memory = (torch.cuda.max_memory_reserved(dev) if dev.type == "cuda"
-              else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024) / 2**20
+              else peak_rss_bytes()) / 2**20
     results.put(dict(process=index, steps_timed=steps, steps_per_s=steps / run.history[1]["train_seconds"],
                      memory_mb=memory))
 
