@@ -28,14 +28,17 @@ def test_importing_the_harvest_imports_neither_snakemake_nor_papermill():
 
 @pytest.mark.workflow
 def test_a_tiny_harvest_restored_into_a_tree_leaves_snakemake_none_of_its_parts_to_run(workdir, tmp_path):
+    """RP-F3 prunes: its masks are made first by the prune rule's own script, and Snakemake, finding
+    the restored part done, asks for neither the masks nor the part again."""
     out, ref = tmp_path / "harvest", tmp_path / "reference" / "quick"
-    table = harvest.harvest(120, tmp_path / "data", out, device="cpu", only=["TG-F6", "EP-F6"], tiny=True,
+    table = harvest.harvest(180, tmp_path / "data", out, device="cpu", only=["TG-F6", "EP-F6", "RP-F3"], tiny=True,
                             reference=tmp_path / "none", config_file=workdir / "config.yaml")
     done = table[table["status"] == "finished"]
-    assert set(done["experiment"]) == {"TG-F6", "EP-F6"} and (done["seconds"] > 0).all()
+    assert set(done["experiment"]) == {"TG-F6", "EP-F6", "RP-F3"} and (done["seconds"] > 0).all()
+    assert Path(paths.masks(str(out / "quick"), "RP-F3", "group0")).exists()
     results = out / "quick"
     assert (results / "harvest-report.md").read_text().count("| finished |") == len(done)
-    reference.export(results, ref, ["TG-F6", "EP-F6"], scale="quick")
+    reference.export(results, ref, ["TG-F6", "EP-F6", "RP-F3"], scale="quick")
     parts = pd.read_csv(ref / "parts.csv", dtype=reference.TEXT)
     assert parts[["sha256", "bytes", "rows"]].notna().all().all() and set(parts["machine"]) == set(done["machine"])
     restored, left_out, refused = reference.restore(ref, workdir / "results" / "quick", scale="quick")
@@ -43,11 +46,12 @@ def test_a_tiny_harvest_restored_into_a_tree_leaves_snakemake_none_of_its_parts_
     for f in restored:
         integrity.verify(f)  # sealed, as a job writes it
         assert integrity.seal_path(f).exists()
-    run = snakemake("tg_f6", "ep_f6", "-n", "--cores", "2", "--config", "scale=quick", cwd=workdir)
+    run = snakemake("tg_f6", "ep_f6", "rp_f3", "-n", "--cores", "2", "--config", "scale=quick", cwd=workdir)
     assert run.returncode == 0, run.stderr[-2000:]
     stats = (run.stdout + run.stderr).split("Job stats:")[1].split("total")[0]
     scheduled = dict(line.split() for line in stats.splitlines()[3:] if line.strip())
-    assert set(scheduled) == {"figure_tg_f6", "figure_ep_f6", "tg_f6", "ep_f6"}  # their tables and figures, no part
+    # their tables and figures, no part and no masks
+    assert set(scheduled) == {"figure_tg_f6", "figure_ep_f6", "figure_rp_f3", "tg_f6", "ep_f6", "rp_f3"}
 
 
 def test_a_part_stopped_by_the_budget_travels_with_the_reference_and_resumes_to_the_same_rows(tmp_path):

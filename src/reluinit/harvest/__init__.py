@@ -18,8 +18,9 @@ checkpoints (up to 10 MB a part) and ``reference restore`` has brought them into
 
 which records each part's digests in ``parts.csv``; ``reference restore`` then brings them into
 any checkout's ``results/paper``, where Snakemake finds them done. ``--tiny`` runs the quick
-scale's parts on its bundled data (CI). Experiments that prune are not harvested yet: Snakemake
-would rerun a part whose masks the reference does not carry.
+scale's parts on its bundled data (CI). An experiment that prunes (RP's) has each part's masks made
+first, by the workflow's own ``prune`` script; the reference keeps the trained parts, not the masks,
+and Snakemake, finding a part done, does not ask for its masks again.
 """
 
 from __future__ import annotations
@@ -51,10 +52,6 @@ def experiments(config: dict, scale: str, only: list[str] | None = None) -> tupl
     for exp in plan.default_experiments(config, scale):
         entry = catalogue.entry(exp)
         if not entry.trains or (only and exp not in only):
-            continue
-        if entry.masks:
-            skipped[exp] = ("prunes: the reference does not carry its masks, so Snakemake would rerun its parts "
-                            "(train it with `snakemake` on a cluster)")
             continue
         chosen.append(exp)
     unknown = sorted(set(only or []) - set(config["experiments"]))
@@ -109,9 +106,34 @@ def candidates(config: dict, scale: str, reference: Path, results: Path, only: l
     return table.reset_index(drop=True), skipped
 
 
+# The workflow's ``prune`` job, run here as Snakemake runs it (its ``snakemake`` object stood in for),
+# so that a harvested part's masks are made by the rule's own code, not a copy of it.
+PRUNE_SCRIPT = Path(__file__).resolve().parents[3] / "workflow" / "scripts" / "prune.py"
+
+
+def prune(config: dict, scale: str, results: Path, exp: str, key: str, device: str, threads: int) -> str:
+    """One part's masks, as the workflow's ``prune`` job writes them; kept when already there."""
+    import runpy
+    from types import SimpleNamespace
+
+    out = SimpleNamespace(masks=paths.masks(str(results), exp, key), facts=paths.masks(str(results), exp, key, ext="csv"))
+    if not Path(out.masks).exists():
+        if not PRUNE_SCRIPT.exists():
+            raise SystemExit(f"{exp} prunes, and the workflow's {PRUNE_SCRIPT.name} is not at {PRUNE_SCRIPT}: run the "
+                             "harvest from a checkout of the repository (`pip install -e .` there)")
+        job = SimpleNamespace(input=[], output=out, wildcards=SimpleNamespace(exp=exp, part=key), threads=threads,
+                              params=SimpleNamespace(settings=settings(config, exp, scale), scale=scale, device=device),
+                              log=[paths.log(str(results), f"{catalogue.paper_of(exp)}/{exp}/masks/{key}")])
+        runpy.run_path(str(PRUNE_SCRIPT), init_globals={"snakemake": job})
+    return out.masks
+
+
 def run_part(config: dict, scale: str, results: Path, exp: str, part: str, device: str, threads: int) -> None:
-    """One training part, as the workflow's ``train_part`` job runs it (``steps.measure``)."""
-    steps.measure(exp, part, settings(config, exp, scale), [], paths.part(str(results), exp, part), [],
+    """One training part, as the workflow's ``train_part`` job runs it (``steps.measure``), after its
+    masks where the experiment prunes (``prune``)."""
+    masks = ([prune(config, scale, results, exp, key, device, threads) for key in plan.measure_jobs(config, exp, scale)[part]]
+             if catalogue.entry(exp).masks else [])
+    steps.measure(exp, part, settings(config, exp, scale), [], paths.part(str(results), exp, part), masks,
                   paths.log(str(results), f"{catalogue.paper_of(exp)}/{exp}/{part}"), config=config, scale=scale,
                   device=device, threads=threads, checkpoints=paths.checkpoints(str(results), exp, part))
 

@@ -335,22 +335,37 @@ def check_expression(claim_id: str, field: str, expression: str, columns=()) -> 
         elif isinstance(node, ast.Constant) and not isinstance(node.value, (int, float, str, bool, type(None))):
             found.append((at, f"the constant {node.value!r}"))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in TAKERS:
-            found += [(s.col_offset, f"{node.func.attr}({s.value!r})") for arg in [*node.args, *(k.value for k in node.keywords)]
-                      for s in _strings(arg) if s.value not in METHODS | columns]
+            for arg in [*node.args, *(k.value for k in node.keywords)]:
+                bad = _unwritten(arg, METHODS | columns, bound, numpy_refs)
+                if bad is not None:
+                    shown = repr(bad.value) if isinstance(bad, ast.Constant) else ast.unparse(bad)[:40]
+                    found.append((bad.col_offset, f"{node.func.attr}({shown})"))
     if found:
         refuse(min(found, key=lambda f: f[0])[1])  # the first in the text (of a tie, the outer node)
 
 
-def _strings(node: ast.AST) -> list[ast.Constant]:
-    """The string constants an argument passes as such, itself or in a list, tuple or dict (not inside
-    a lambda's body, where a string is a column name or a label)."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return [node]
+def _unwritten(node: ast.AST, named: set, bound: set, numpy_refs: set) -> ast.AST | None:
+    """The first part of a taker's argument that is not written out, or None. pandas calls the method a
+    string names, so a string must be a literal naming an allowed method or a column; anything that
+    computes a value (``'to_' + 'csv'``, ``str(...)``, a subscript, a bound name) could compute
+    ``'to_csv'``. Written out: such strings, numbers, lambdas (their bodies are checked as
+    everything else), ``np.<function>``, names not ``bound`` in the expression (a helper or builtin;
+    the name check refuses any other), and lists, tuples and dicts of them (a dict's keys literals)."""
+    if isinstance(node, ast.Constant):
+        return node if isinstance(node.value, str) and node.value not in named else None
+    if isinstance(node, ast.Lambda) or (isinstance(node, ast.Name) and node.id not in bound):
+        return None
+    if isinstance(node, ast.Attribute) and id(node.value) in numpy_refs:
+        return None
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        return [s for e in node.elts for s in _strings(e)]
-    if isinstance(node, ast.Dict):
-        return [s for e in node.values for s in _strings(e)]
-    return []
+        parts = node.elts
+    elif isinstance(node, ast.Dict):
+        if any(not isinstance(k, ast.Constant) for k in node.keys):
+            return next(k for k in node.keys if not isinstance(k, ast.Constant))
+        parts = node.values
+    else:
+        return node
+    return next((bad for bad in (_unwritten(e, named, bound, numpy_refs) for e in parts) if bad is not None), None)
 
 
 def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str) -> dict:
