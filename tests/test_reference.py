@@ -3,6 +3,7 @@
 import io
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -67,6 +68,9 @@ def test_the_reference_scorecard_is_the_claims_judged_on_the_committed_tables():
     card = claims.scorecard(claims.load(REPO / "claims.yaml"), str(ROOT), "paper")
     committed = claims.read(paths.scorecard(str(ROOT), "csv"))
     pd.testing.assert_series_equal(card["verdict"], committed["verdict"], check_names=False)
+    # and the values measured, not only the verdicts (a claim check that changed what one evaluates shows here)
+    assert list(card["claim"]) == list(committed["claim"])
+    np.testing.assert_allclose(card["measured"].astype(float), committed["measured"].astype(float), rtol=1e-9, equal_nan=True)
     block = reference.verdict_block(committed, pd.read_csv(ROOT / "runs.csv"), reasons=False)  # the counts
     assert block in (REPO / "README.md").read_text(), "README's verdict block is stale: run reluinit.report.reference render"
     full = reference.verdict_block(committed, pd.read_csv(ROOT / "runs.csv"), absent=True)
