@@ -50,6 +50,7 @@ class Family:
     start: object  # () -> None: runs the job until it reaches ``fit``
     experiments: list[str] = field(default_factory=list)
     paper: dict = field(default_factory=dict)  # model, epochs, steps per run at the paper scale
+    depth: float = math.nan  # the depth of the run it times, where runs of the family differ in depth
 
     @property
     def name(self) -> str:
@@ -60,7 +61,7 @@ def families(config: dict, scale: str, device) -> dict[tuple[str, str, str], Fam
     """Every family of the paper DAG, with a way to start its job at ``scale`` (smoke or quick)."""
     from ..pipeline import catalogue, smoke
     from ..pipeline.config import settings, training_settings
-    from ..pipeline.plan import run_family
+    from ..pipeline.plan import run_depth, run_family
 
     found: dict[tuple[str, str, str], Family] = {}
     for exp, keys in smoke.subset(config, scale).items():
@@ -73,9 +74,9 @@ def families(config: dict, scale: str, device) -> dict[tuple[str, str, str], Fam
                 # the job stops at its first run's fit: a later run of another family has no way in
                 model, dataset, recipe = run_family(exp, s, run)
                 fam = found.setdefault((model, dataset, recipe["name"]), Family(
-                    model, dataset, recipe["name"], _job(e, s, key, device) if i == 0 else None,
-                    paper=_paper_run(paper, exp, model, dataset)))
-                fam.start = fam.start or (_job(e, s, key, device) if i == 0 else None)
+                    model, dataset, recipe["name"], None, paper=_paper_run(paper, exp, model, dataset)))
+                if fam.start is None and i == 0:  # the run the job times: its first
+                    fam.start, fam.depth = _job(e, s, key, device), run_depth(s, run)
                 if exp not in fam.experiments:
                     fam.experiments.append(exp)
             for spec, arch, r in e.trained(s, key):
@@ -268,7 +269,7 @@ def run(check) -> dict[str, pd.DataFrame]:
     rows = []
     for fam in order:
         row = dict(family=fam.name, model=fam.model, dataset=fam.dataset, recipe=fam.recipe,
-                   experiments=" ".join(fam.experiments), device=str(check.device),
+                   experiments=" ".join(fam.experiments), depth=fam.depth, device=str(check.device),
                    baseline_workers=workers, **{k: fam.paper[k] for k in ("train_images", "steps_per_epoch", "epochs",
                                                                        "declared_hours")})
         per_family = 2 if check.tiny else 15
@@ -306,8 +307,8 @@ def run(check) -> dict[str, pd.DataFrame]:
     table["seconds_per_epoch"] = table["steps_per_epoch"] * table["seconds_per_step"] + eval_epoch
     table["projected_hours"] = (steps_run * table["seconds_per_step"] + table["epochs"] * eval_epoch) / 3600
     table["engine_gain"] = table["steps_per_s"] / table["baseline_steps_per_s"]
-    cost = table[table["status"] == "ok"][["model", "dataset", "recipe", "experiments", "batch_size", "precision",
-                                            "seconds_per_step", "eval_seconds_per_image", "device"]]
+    cost = table[table["status"] == "ok"][["model", "dataset", "recipe", "experiments", "depth", "batch_size",
+                                            "precision", "seconds_per_step", "eval_seconds_per_image", "device"]]
     return {"throughput": table, "gpu-cost": cost}
 
 

@@ -14,6 +14,9 @@ training family, ``python -m reluinit.gpucheck``) each training job is also pric
 runs: per run, its optimizer steps over the real training set times the measured seconds per step,
 plus an evaluation of the test set per epoch; the table then shows the declared and the measured
 hours side by side. A run whose family the cost table lacks keeps its declared hours (counted).
+Where a family's runs differ in depth (RP's ffnn and cnn, depths 2 to 100) and the table records
+the depth it timed, a run is priced per layer: a step of these nets is one layer of one width after
+another, so its seconds scale as (depth + 1) / (timed depth + 1), the 1 the output layer.
 """
 
 from __future__ import annotations
@@ -130,6 +133,12 @@ def run_family(exp: str, s: dict, run: dict) -> tuple[str, str, dict]:
     return str(model), dataset, s.get("recipes_by_dataset", {}).get(dataset, s.get("recipe"))
 
 
+def run_depth(s: dict, run: dict) -> float:
+    """A training run's depth (hidden layers), where its experiment sets one; NaN otherwise."""
+    depth = run.get("depth", s.get("depth"))
+    return float(depth) if isinstance(depth, (int, float)) else float("nan")
+
+
 def run_steps(recipe: dict, dataset: str) -> dict:
     """What one run of ``recipe`` (settings) does over the real ``dataset``: its training and test
     images, steps per epoch, epochs and optimizer steps (``training.Recipe`` counts them)."""
@@ -168,6 +177,9 @@ def measured_hours(exp: str, s: dict, runs, cost: pd.DataFrame) -> tuple[float, 
             continue
         c, n = cost.loc[key], run_steps(recipe, dataset)
         seconds = n["steps"] * c["seconds_per_step"] + n["epochs"] * n["test_images"] * c["eval_seconds_per_image"]
+        timed, depth = float(c.get("depth", float("nan"))), run_depth(s, run)
+        if timed == timed and depth == depth:  # both known (not NaN): priced per layer (module doc)
+            seconds *= (depth + 1) / (timed + 1)
         total += seconds / 3600
     return total, unpriced
 
