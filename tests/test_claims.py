@@ -267,6 +267,9 @@ ESCAPES = [
     ("measure", "t.act_ratio.transform('to_csv'.lower(), '/tmp/x')", "transform('to_csv'.lower())"),
     ("measure", "t.act_ratio.agg((f := 'to_csv'), '/tmp/x')", "agg((f := 'to_csv'))"),
     ("measure", "t.act_ratio.agg({'to_' + 'csv': 'mean'})", "agg('to_' + 'csv')"),
+    ("measure", "t.act_ratio.agg(**{**{'func': 'to_' + 'csv', 'path_or_buf': '/tmp/x'}})", "agg({**{'func'"),
+    ("measure", "t.act_ratio.agg({**{'a': 'to_clipboard'}})", "agg({**{'a'"),
+    ("measure", "t.act_ratio.agg(*['to_csv'], '/tmp/x')", "agg(*['to_csv'])"),
     ("measure", "np.load('/tmp/x.npy')", "'load'"),
     ("measure", "np.save('/tmp/x', t)", "'save'"),
     ("measure", "np.fromfile('/etc/passwd').size", "'fromfile'"),
@@ -298,6 +301,8 @@ def test_a_claim_that_tries_to_run_code_is_refused_when_the_file_loads(field, ex
 def test_the_allowlists_accept_every_claim_of_the_papers_and_a_lambda_within_them():
     listed = claims.load(ROOT / "claims.yaml")  # every measure and where of the file passes the check
     assert len(listed) > 300
+    # arguments written out: numbers and arithmetic on them, np's functions, lambdas
+    claims.check_measure("T", "t.act_ratio.pipe(np.clip, -1, 1).agg(np.percentile, q=100 - 5)", ["act_ratio"])
     c = _claim(measure="t.groupby('init').act_ratio.agg(lambda g: (g.max() - g.min()) / g.mean()).max()", where=None)
     assert claims.measure(c, TABLE) == pytest.approx(
         TABLE.groupby("init").act_ratio.agg(lambda g: (g.max() - g.min()) / g.mean()).max())

@@ -46,9 +46,9 @@ COLUMNS = ["experiment", "part", "status", "seconds", "device", "machine", "comm
 MARGIN_S = 5.0
 
 
-def experiments(config: dict, scale: str, only: list[str] | None = None) -> tuple[list[str], dict[str, str]]:
-    """The experiments whose training parts a harvest runs, and those it skips with why."""
-    chosen, skipped = [], {}
+def experiments(config: dict, scale: str, only: list[str] | None = None) -> list[str]:
+    """The experiments whose training parts a harvest runs (``only`` those, where given)."""
+    chosen = []
     for exp in plan.default_experiments(config, scale):
         entry = catalogue.entry(exp)
         if not entry.trains or (only and exp not in only):
@@ -58,7 +58,7 @@ def experiments(config: dict, scale: str, only: list[str] | None = None) -> tupl
     if unknown:
         raise SystemExit(f"--only names {', '.join(unknown)}, not an experiment of config.yaml: "
                          f"`python -m reluinit.pipeline.plan paper` lists them")
-    return chosen, skipped
+    return chosen
 
 
 def has_data(name: str, data_dir: str | Path, scale: str) -> bool:
@@ -84,7 +84,7 @@ def candidates(config: dict, scale: str, reference: Path, results: Path, only: l
     """The parts to run, in order: ``experiment``, ``part``, ``hours`` (declared), and the parts of
     their experiment still to do. An experiment with the fewest hours left goes first, so that one
     completes (its figure and claims) before another starts; within it, the cheapest part first."""
-    exps, skipped = experiments(config, scale, only)
+    exps, skipped = experiments(config, scale, only), {}
     rows = []
     priced = plan.jobs(config, scale, exps).set_index("job") if exps else pd.DataFrame()
     for exp in exps:
@@ -112,27 +112,47 @@ PRUNE_SCRIPT = Path(__file__).resolve().parents[3] / "workflow" / "scripts" / "p
 
 
 def prune(config: dict, scale: str, results: Path, exp: str, key: str, device: str, threads: int) -> str:
-    """One part's masks, as the workflow's ``prune`` job writes them; kept when already there."""
+    """One part's masks, as the workflow's ``prune`` job writes them, with its benchmark file. Made
+    each time (seconds for RP's MNIST nets): masks an earlier harvest left may be of other settings,
+    and a run resuming from its checkpoint checks the masks' digest. Pruning is not cut by the
+    budget; the part's training then stops after its first epoch if the time has come."""
     import runpy
     from types import SimpleNamespace
 
+    if not PRUNE_SCRIPT.exists():
+        raise SystemExit(f"{exp} prunes, and the workflow's {PRUNE_SCRIPT.name} is not at {PRUNE_SCRIPT}: run the "
+                         "harvest from a checkout of the repository (`pip install -e .` there)")
+    name = f"{catalogue.paper_of(exp)}/{exp}/masks/{key}"  # the rule's log and benchmark name
     out = SimpleNamespace(masks=paths.masks(str(results), exp, key), facts=paths.masks(str(results), exp, key, ext="csv"))
-    if not Path(out.masks).exists():
-        if not PRUNE_SCRIPT.exists():
-            raise SystemExit(f"{exp} prunes, and the workflow's {PRUNE_SCRIPT.name} is not at {PRUNE_SCRIPT}: run the "
-                             "harvest from a checkout of the repository (`pip install -e .` there)")
-        job = SimpleNamespace(input=[], output=out, wildcards=SimpleNamespace(exp=exp, part=key), threads=threads,
-                              params=SimpleNamespace(settings=settings(config, exp, scale), scale=scale, device=device),
-                              log=[paths.log(str(results), f"{catalogue.paper_of(exp)}/{exp}/masks/{key}")])
-        runpy.run_path(str(PRUNE_SCRIPT), init_globals={"snakemake": job})
+    job = SimpleNamespace(input=[], output=out, wildcards=SimpleNamespace(exp=exp, part=key), threads=threads,
+                          params=SimpleNamespace(settings=settings(config, exp, scale), scale=scale, device=device),
+                          log=[paths.log(str(results), name)])
+    t0 = time.monotonic()
+    runpy.run_path(str(PRUNE_SCRIPT), init_globals={"snakemake": job})
+    _benchmark(results, name, time.monotonic() - t0)
     return out.masks
 
 
-def run_part(config: dict, scale: str, results: Path, exp: str, part: str, device: str, threads: int) -> None:
-    """One training part, as the workflow's ``train_part`` job runs it (``steps.measure``), after its
-    masks where the experiment prunes (``prune``)."""
-    masks = ([prune(config, scale, results, exp, key, device, threads) for key in plan.measure_jobs(config, exp, scale)[part]]
-             if catalogue.entry(exp).masks else [])
+def part_masks(config: dict, scale: str, results: Path, exp: str, part: str, device: str, threads: int) -> list[str]:
+    """The masks of a part's runs where its experiment prunes (one file per key of the job), else none."""
+    if not catalogue.entry(exp).masks:
+        return []
+    return [prune(config, scale, results, exp, key, device, threads) for key in plan.measure_jobs(config, exp, scale)[part]]
+
+
+def _benchmark(results: Path, name: str, seconds: float) -> None:
+    """A job's seconds where Snakemake's ``benchmark:`` file would hold them (``reference export`` reads them)."""
+    bench = Path(paths.benchmark(str(results), name))
+    bench.parent.mkdir(parents=True, exist_ok=True)
+    bench.write_text(f"s\th:m:s\n{seconds:.2f}\t{time.strftime('%H:%M:%S', time.gmtime(seconds))}\n")
+
+
+def run_part(config: dict, scale: str, results: Path, exp: str, part: str, device: str, threads: int,
+             masks: list[str] | None = None) -> None:
+    """One training part, as the workflow's ``train_part`` job runs it (``steps.measure``), with
+    ``masks`` (``part_masks``, made here when not given) where the experiment prunes."""
+    if masks is None:
+        masks = part_masks(config, scale, results, exp, part, device, threads)
     steps.measure(exp, part, settings(config, exp, scale), [], paths.part(str(results), exp, part), masks,
                   paths.log(str(results), f"{catalogue.paper_of(exp)}/{exp}/{part}"), config=config, scale=scale,
                   device=device, threads=threads, checkpoints=paths.checkpoints(str(results), exp, part))
@@ -181,15 +201,14 @@ def harvest(budget_s: float, data_dir: str | Path, out: str | Path, device: str 
             rows.append(dict(experiment=exp, part=part, status="not started", seconds=0.0, **made,
                              note="the budget ran out first"))
             continue
+        masks = part_masks(config, scale, results, exp, part, device, threads)  # its own benchmark files
         t0 = time.monotonic()
         try:
             with training.deadline(deadline):
-                run_part(config, scale, results, exp, part, device, threads)
+                run_part(config, scale, results, exp, part, device, threads, masks)
             status, note = "finished", ""
             seconds = time.monotonic() - t0
-            bench = Path(paths.benchmark(str(results), f"{catalogue.paper_of(exp)}/{exp}/{part}"))
-            bench.parent.mkdir(parents=True, exist_ok=True)
-            bench.write_text(f"s\th:m:s\n{seconds:.2f}\t{time.strftime('%H:%M:%S', time.gmtime(seconds))}\n")
+            _benchmark(results, f"{catalogue.paper_of(exp)}/{exp}/{part}", seconds)
         except training.OutOfTime as e:
             status, note, seconds = "unfinished", f"{e}; rerun the harvest with the same --out to resume it", \
                 time.monotonic() - t0

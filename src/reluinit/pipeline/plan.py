@@ -162,6 +162,9 @@ def read_cost(path: str | Path) -> pd.DataFrame:
     if missing:
         raise ValueError(f"{path}: no column {', '.join(missing)}; a cost table is the gpu-cost.csv that "
                          f"`python -m reluinit.gpucheck --out DIR` writes")
+    if "depth" in cost:  # the depth a family was timed at; anything but a depth of 0 or more prices as unknown
+        depth = pd.to_numeric(cost["depth"], errors="coerce")
+        cost["depth"] = depth.where(depth >= 0)
     return cost.drop_duplicates(["model", "dataset", "recipe"], keep="last").set_index(["model", "dataset", "recipe"])
 
 

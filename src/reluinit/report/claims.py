@@ -349,10 +349,15 @@ def _unwritten(node: ast.AST, named: set, bound: set, numpy_refs: set) -> ast.AS
     string names, so a string must be a literal naming an allowed method or a column; anything that
     computes a value (``'to_' + 'csv'``, ``str(...)``, a subscript, a bound name) could compute
     ``'to_csv'``. Written out: such strings, numbers, lambdas (their bodies are checked as
-    everything else), ``np.<function>``, names not ``bound`` in the expression (a helper or builtin;
-    the name check refuses any other), and lists, tuples and dicts of them (a dict's keys literals)."""
+    everything else), arithmetic on numbers (``100 - 5``), ``np.<function>``, names not ``bound`` in
+    the expression (a helper or builtin; the name check refuses any other), and lists, tuples and
+    dicts of them (a dict's keys literals: ``{**x}`` unpacks what it does not show)."""
     if isinstance(node, ast.Constant):
         return node if isinstance(node.value, str) and node.value not in named else None
+    if isinstance(node, (ast.BinOp, ast.UnaryOp)) and all(
+            isinstance(n, (ast.Constant, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop)) and not (
+                isinstance(n, ast.Constant) and not isinstance(n.value, (int, float))) for n in ast.walk(node)):
+        return None
     if isinstance(node, ast.Lambda) or (isinstance(node, ast.Name) and node.id not in bound):
         return None
     if isinstance(node, ast.Attribute) and id(node.value) in numpy_refs:
@@ -360,8 +365,9 @@ def _unwritten(node: ast.AST, named: set, bound: set, numpy_refs: set) -> ast.AS
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
         parts = node.elts
     elif isinstance(node, ast.Dict):
-        if any(not isinstance(k, ast.Constant) for k in node.keys):
-            return next(k for k in node.keys if not isinstance(k, ast.Constant))
+        unpacked = next((k or node for k in node.keys if not isinstance(k, ast.Constant)), None)
+        if unpacked is not None:  # a computed key, or None: ``{**x}``
+            return unpacked
         parts = node.values
     else:
         return node
