@@ -223,6 +223,7 @@ def test_the_benchmark_times_both_ways_and_prints_the_difference():
     out = subprocess.run([sys.executable, "-m", "reluinit.tools.benchmark", "training", "--steps", "3", "-k", "2",
                           "--only", "EP-F7", "--device", "cpu"], capture_output=True, text=True, check=True).stdout
     row = next(line for line in out.splitlines() if line.startswith("EP-F7"))
-    k, alone, together, ratio, rate, diff, diff64 = row.split()[1:8]
+    k, alone, together, ratio, steps_alone, rate, diff, diff64 = row.split()[1:9]
     assert k == "2" and alone.endswith("s") and together.endswith("s") and ratio.endswith("x")
+    assert steps_alone.endswith("x") and float(steps_alone[:-1]) > 0
     assert float(diff) <= 1e-5 and float(diff64) <= 1e-12

@@ -104,7 +104,8 @@ def _bill(check, cost_path: Path) -> str:
 def _ensembles(t: pd.DataFrame | None) -> list[str]:
     if t is None:
         return []
-    cols = ["nets", "k", "steps", "alone_s", "stacked_s", "ratio", "stacked_run_steps_per_s", "max_rel_difference",
+    cols = ["nets", "k", "steps", "alone_s", "stacked_s", "ratio", "training_ratio", "stacked_run_steps_per_s",
+            "max_rel_difference",
             "max_rel_difference_float64"]
     return ["## Many small nets: one by one and stacked\n",
             "K runs of each net trained one by one and as one stacked model (`reluinit.ensemble`), MNIST shapes, "
