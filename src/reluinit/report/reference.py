@@ -344,6 +344,12 @@ ABSENT_WHY: dict[str, str] = {
              "261-395 s a depth-20 job on 2 CPU cores, full MNIST); depths 40 to 100 remain, about 4 hours on "
              "2 cores at that pace (a job's time grows about linearly with depth). Its claims are judged on the "
              "cells done; RP-14 and RP-15 read depth 100",
+    "RP-F5": "not run yet: RP-F3's set-ups for ELU and tanh (36 jobs of 9 runs) on the full MNIST; at RP-F3's "
+             "measured pace (a job's time about linear in depth) about 8 hours on 2 CPU cores, or parts at a "
+             "time on a GPU through the harvest",
+    "RP-T4": "not run yet: the depth-10, 50 and 100 tanh cnn (9 runs of 10,000 SGD steps) on the full MNIST; "
+             "one depth-100 run takes about 15 minutes on an NVIDIA H100 (11.4 steps/s, "
+             "reference/gpu/nvidia-h100-2026-11-27), far longer on 2 CPU cores: for a GPU, through the harvest",
 }
 
 DATA_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "tiny_imagenet": "Tiny ImageNet", "imagenet": "ImageNet",
