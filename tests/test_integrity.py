@@ -54,6 +54,32 @@ def test_same_size_bytes_are_caught_and_a_paper_table_needs_no_scale(tmp_path):
         integrity.verify(path)
 
 
+def test_a_reader_racing_a_writer_that_saves_twice_reads_a_whole_file_not_a_damaged_one(tmp_path, monkeypatch):
+    """A checkpoint saved every epoch: the reader reads seal n, the writer then writes epochs n+1
+    and n+2 (seal and file), and the reader hashes file n+2. Whole, so not damaged; the check
+    still fails for a file that matches no seal (CI once read this race as damage)."""
+    path = tmp_path / "ckpt.pt"
+    for epoch in range(2):
+        save_checkpoint({"epoch": epoch}, path)
+    digest, saves, writing = integrity.digest, iter([2, 3]), []
+
+    def writer_moves_on(p):
+        epoch = None if writing or p != path else next(saves, None)
+        if epoch is not None:  # between the reader's seal and its hash, the writer saves again
+            writing.append(epoch)
+            save_checkpoint({"epoch": epoch, "history": list(range(epoch))}, path)
+            writing.clear()
+        return digest(p)
+
+    monkeypatch.setattr(integrity, "digest", writer_moves_on)
+    integrity.verify(path)
+    assert torch.load(path, weights_only=True)["epoch"] == 3
+    monkeypatch.setattr(integrity, "digest", digest)
+    path.write_bytes(path.read_bytes()[:-8])
+    with pytest.raises(integrity.DamagedFile, match="bytes where"):
+        integrity.verify(path)
+
+
 def test_a_file_without_a_seal_is_read_as_it_is(tmp_path):
     path = tmp_path / "restored.csv"
     TABLE.to_csv(path, index=False)

@@ -152,14 +152,17 @@ def verify(path: str | Path) -> None:
         return
     if not path.exists():
         raise DamagedFile(f"{path} is missing (its seal is there): rebuild it with `{rebuild_command(path)}`")
-    try:
-        record = read_seal(target)
-    except (OSError, ValueError) as e:
-        raise DamagedFile(f"{target}, the seal of {path}, is unreadable ({e}): rebuild the file with "
-                          f"`{rebuild_command(path)}`") from None
-    found = digest(path)
-    if found in (record.get("sha256"), record.get("previous_sha256")):
-        return
+    record = _seal_of(path, target)
+    # A writer that is still running (a training run saving a checkpoint each epoch) may replace seal
+    # and file between our reading one and hashing the other: a seal that changed meanwhile is read
+    # again, and only a file that matches neither the seal nor its successor is damaged.
+    for _ in range(_REREADS):
+        if digest(path) in (record.get("sha256"), record.get("previous_sha256")):
+            return
+        again = _seal_of(path, target)
+        if again == record:
+            break
+        record = again
     size = path.stat().st_size
     if size != record["bytes"]:
         what = f"{size:,} bytes where {record['bytes']:,} were written"
@@ -171,6 +174,17 @@ def verify(path: str | Path) -> None:
     elif "rows" in record and not shape:
         what += ", and it no longer parses as a table"
     raise DamagedFile(f"{path} is damaged: {what}. Rebuild it with `{rebuild_command(path)}`")
+
+
+_REREADS = 5  # a writer replaces seal and file within milliseconds; five more looks are ample
+
+
+def _seal_of(path: Path, target: Path) -> dict:
+    try:
+        return read_seal(target)
+    except (OSError, ValueError) as e:
+        raise DamagedFile(f"{target}, the seal of {path}, is unreadable ({e}): rebuild the file with "
+                          f"`{rebuild_command(path)}`") from None
 
 
 def read_seal(target: Path) -> dict:
