@@ -6,7 +6,16 @@ import pytest
 import yaml
 
 from reluinit.pipeline import plan
-from reluinit.pipeline.config import explain, locate, rejected, settings, unknown_recipes, yaml_problem
+from reluinit.pipeline.config import (
+    explain,
+    locate,
+    read_yaml,
+    rejected,
+    settings,
+    unknown_recipes,
+    validate,
+    yaml_problem,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
@@ -22,6 +31,29 @@ def _error(config):
 def test_shipped_config_is_valid_and_at_paper_scale():
     jsonschema.Draft202012Validator(SCHEMA).validate(CONFIG)
     assert CONFIG["scale"] == "paper"
+
+
+def test_validation_is_snakemakes_with_its_defaults_and_errors():
+    """The workflow validates with ``config.validate`` (the schema parsed by libyaml), not Snakemake's
+    ``validate``: the same config comes out, defaults filled in, and the same key is refused."""
+    from snakemake.utils import validate as snakemakes
+
+    schema = ROOT / "workflow/schemas/config.schema.yaml"
+    assert read_yaml(schema) == SCHEMA and read_yaml(ROOT / "config.yaml") == CONFIG
+    ours, theirs = json.loads(json.dumps(CONFIG)), json.loads(json.dumps(CONFIG))
+    del ours["batching"]["smoke"], theirs["batching"]["smoke"]  # a default of the schema: filled in again
+    validate(ours, schema)
+    snakemakes(theirs, str(schema))
+    assert ours == theirs and ours["batching"]["smoke"] == "part"
+    bad = json.loads(json.dumps(CONFIG))
+    bad["experiments"]["OP-F1"]["quick"]["widths"] = ["wide"]
+    with pytest.raises(jsonschema.ValidationError) as ours_err:
+        validate(json.loads(json.dumps(bad)), schema)
+    with pytest.raises(Exception) as theirs_err:
+        snakemakes(bad, str(schema))
+    cause = theirs_err.value.__cause__ or theirs_err.value.__context__
+    assert list(ours_err.value.absolute_path) == list(cause.absolute_path) == ["experiments", "OP-F1", "quick", "widths", 0]
+    assert explain(ours_err.value) == explain(cause)
 
 
 def test_paper_settings_are_the_catalogue_sizes():

@@ -15,28 +15,27 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from snakemake.exceptions import WorkflowError
-from snakemake.utils import min_version, validate
+import jsonschema
+from snakemake.utils import min_version
 
 min_version("9.20")
 
 from reluinit import integrity  # noqa: E402
 from reluinit.pipeline import catalogue, paths, plan, provenance  # noqa: E402
 from reluinit.report import claims, reports  # noqa: E402
-from reluinit.pipeline.config import rejected, settings, training_settings, unknown_recipes  # noqa: E402
+from reluinit.pipeline.config import rejected, settings, training_settings, unknown_recipes, validate  # noqa: E402
 
 # What planning computes from the library's code (a job's parts, code fingerprints), kept per
 # version of its source for the next Snakemake process here: each SLURM job's, the next build's.
 provenance.MEMO_DIR = Path(os.environ.get("RELUINIT_MEMO") or ".snakemake/reluinit").absolute()
 
+# Snakemake's `validate` rules (defaults filled in), with the schema parsed by libyaml: a second off
+# every Snakemake start, each SLURM job's included. The run's last words on a rejection name the key,
+# the file and line that set it, and the fix.
 try:
-    validate(config, "../schemas/config.schema.yaml")
-except WorkflowError as e:
-    # Snakemake raises from jsonschema's error; the run's last words name the key, the file and line
-    # that set it, and the fix.
-    cause = e.__cause__ or e.__context__
-    if not hasattr(cause, "absolute_path"):
-        raise
-    print(rejected(cause, ["config.yaml", *(workflow.overwrite_configfiles or [])]), file=sys.stderr, flush=True)
+    validate(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
+except jsonschema.ValidationError as e:
+    print(rejected(e, ["config.yaml", *(workflow.overwrite_configfiles or [])]), file=sys.stderr, flush=True)
     raise SystemExit(1)
 if unknown_recipes(config):  # as the run's last words (the settings read below would raise a KeyError)
     print(unknown_recipes(config)[0], file=sys.stderr, flush=True)

@@ -48,7 +48,7 @@ import pandas as pd
 import yaml
 
 from ..pipeline import catalogue, jobs, paths
-from ..pipeline.config import yaml_problem
+from ..pipeline.config import read_yaml, yaml_problem
 
 REPRODUCED, NOT_REPRODUCED, NOT_RUN = "reproduced", "not reproduced", "not run at this scale"
 INVALID = "invalid"  # its rows hold NaN or inf where the table's experiment promises numbers
@@ -167,9 +167,10 @@ def load(path: str | Path) -> list[Claim]:
     """Every claim of ``claims.yaml``, cell blocks expanded; ids must be unique. A file that is not
     YAML, a claim with an unknown or missing key, or an expression claims may not use is refused
     here, naming the file, the line and the claim."""
-    if yaml_problem(path):  # the file, line and column, not YAML's "<unicode string>"
-        raise ClaimError(yaml_problem(path))
-    doc = yaml.safe_load(Path(path).read_text())
+    try:
+        doc = read_yaml(path)
+    except yaml.YAMLError:  # the file, line and column, not YAML's "<unicode string>"
+        raise ClaimError(yaml_problem(path)) from None
     lines = _lines(path)
     claims = []
     for entry in doc.get("claims", []):
