@@ -116,6 +116,12 @@ def test_a_rejected_key_is_located_in_the_file_that_sets_it(tmp_path):
     line = rejected(jsonschema.exceptions.best_match(errors), [ROOT / "config.yaml", overlay])
     assert line.startswith(f"{overlay}, line 4: invalid config: key 'experiments.OP-F2.quick.n_samples' = 'many'")
     assert line.endswith("correct it there (every key and its type: workflow/schemas/config.schema.yaml)")
+    # set by --config, which Snakemake applies over every file: named as the command line's, not the file's
+    for given in ({"experiments": {"OP-F2": {"quick": {"n_samples": "many"}}}}, {"experiments": "{OP-F2: ...}"}):
+        line = rejected(jsonschema.exceptions.best_match(errors), [ROOT / "config.yaml", overlay], given)
+        assert line.startswith("the command line (--config): invalid config: key 'experiments.OP-F2.quick.n_samples'"), line
+    assert rejected(jsonschema.exceptions.best_match(errors), [ROOT / "config.yaml", overlay],
+                    {"experiments": {"OP-F1": {}}, "scale": "quick"}).startswith(f"{overlay}, line 4:")
     # set only in config.yaml: located there, at the key's own line
     text = (ROOT / "config.yaml").read_text().splitlines()
     where = locate([ROOT / "config.yaml", tmp_path / "absent.yaml"], ["experiments", "OP-F1", "paper", "widths"])

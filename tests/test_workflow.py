@@ -157,6 +157,8 @@ def test_bad_config_stops_before_any_job(workdir):
     assert not (workdir / "results").exists()
     run = snakemake("op_f1", "--cores", "1", "--config", "device=gpu", cwd=workdir)
     assert run.returncode != 0 and "key 'device' = 'gpu'" in run.stderr
+    # config.yaml sets `device` too, but the value came from --config: the message says where it came from
+    assert "the command line (--config): invalid config: key 'device' = 'gpu'" in run.stderr, run.stderr[-1000:]
 
 
 def test_diverged_and_emptied_runs_are_results_and_jobs_resume(workdir):

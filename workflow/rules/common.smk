@@ -33,9 +33,12 @@ provenance.MEMO_DIR = Path(os.environ.get("RELUINIT_MEMO") or ".snakemake/reluin
 # every Snakemake start, each SLURM job's included. The run's last words on a rejection name the key,
 # the file and line that set it, and the fix.
 try:
-    validate(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
+    if not workflow.modifier.skip_validation:  # as Snakemake's own: a `module` may skip it
+        validate(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
 except jsonschema.ValidationError as e:
-    print(rejected(e, ["config.yaml", *(workflow.overwrite_configfiles or [])]), file=sys.stderr, flush=True)
+    # (`config_settings.config` holds --config's values alone; its overwrite_config merges the --configfile files in)
+    print(rejected(e, ["config.yaml", *(workflow.overwrite_configfiles or [])], workflow.config_settings.config),
+          file=sys.stderr, flush=True)
     raise SystemExit(1)
 if unknown_recipes(config):  # as the run's last words (the settings read below would raise a KeyError)
     print(unknown_recipes(config)[0], file=sys.stderr, flush=True)

@@ -109,8 +109,9 @@ def explain(error: jsonschema.ValidationError, command_line: bool = True) -> str
     return line
 
 
-def rejected(error: jsonschema.ValidationError, files) -> str:
-    """``explain``'s line with where the key is set (``locate`` in the config ``files``) and the fix:
+def rejected(error: jsonschema.ValidationError, files, command_line: dict | None = None) -> str:
+    """``explain``'s line with where the key is set (``locate`` in the config ``files``, unless the
+    run's ``--config`` values ``command_line``, which Snakemake applies last, set it) and the fix:
     what a run that the schema refuses ends with."""
     import jsonschema
 
@@ -118,7 +119,7 @@ def rejected(error: jsonschema.ValidationError, files) -> str:
     keys = list(err.absolute_path)
     if err.validator in ("additionalProperties", "unevaluatedProperties"):
         keys += re.findall(r"'([^']+)'", err.message.split("(")[-1])[:1]  # the first unknown key itself
-    where = locate(files, keys)
+    where = None if _sets(command_line, keys) else locate(files, keys)
     return (f"{where or 'the command line (--config)'}: {explain(error, command_line=where is None)}; correct it "
             "there (every key and its type: workflow/schemas/config.schema.yaml)")
 
@@ -171,6 +172,21 @@ def yaml_problem(path: str | Path) -> str | None:
         problem = getattr(e, "problem", None) or str(e)
         return f"{path}{at} is not valid YAML: {problem}; correct it there and run the command again"
     return None
+
+
+def _sets(values, keys) -> bool:
+    """Whether ``values`` (``--config``'s) set the key path ``keys``, or a part of it whole."""
+    from collections.abc import Mapping
+
+    if not values:
+        return False
+    for key in keys:
+        if not isinstance(values, Mapping):
+            return True  # a value above the key, given whole (nested values arrive as strings)
+        if str(key) not in values:
+            return False
+        values = values[str(key)]
+    return True
 
 
 def locate(files, keys) -> str | None:
