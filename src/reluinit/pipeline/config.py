@@ -7,6 +7,7 @@ Snakemake's rules with a faster parse); ``explain`` turns a rejection into one l
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -109,7 +110,7 @@ def explain(error: jsonschema.ValidationError, command_line: bool = True) -> str
     return line
 
 
-def rejected(error: jsonschema.ValidationError, files, command_line: dict | None = None) -> str:
+def rejected(error: jsonschema.ValidationError, files, command_line: Mapping | None = None) -> str:
     """``explain``'s line with where the key is set (``locate`` in the config ``files``, unless the
     run's ``--config`` values ``command_line``, which Snakemake applies last, set it) and the fix:
     what a run that the schema refuses ends with."""
@@ -176,8 +177,6 @@ def yaml_problem(path: str | Path) -> str | None:
 
 def _sets(values, keys) -> bool:
     """Whether ``values`` (``--config``'s) set the key path ``keys``, or a part of it whole."""
-    from collections.abc import Mapping
-
     if not values:
         return False
     for key in keys:
