@@ -50,3 +50,21 @@ def test_a_legend_over_a_title_or_a_note_over_a_label_is_reported():
     axes[0].legend(loc="lower center", bbox_to_anchor=(0.5, 0.95))  # pushed up onto the title
     assert any("axes 0 title 'a title' overlaps axes 0 legend" in p for p in plotting.layout_problems(fig))
     plt.close(fig)
+
+
+def test_a_legend_a_note_or_an_annotation_past_the_figure_is_reported():
+    placed = {
+        # outside the axes and left out of the layout engine's room-making, so nothing moves it in
+        "axes 0 legend": lambda fig, ax: ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0)).set_in_layout(False),
+        "figure text": lambda fig, ax: fig.text(0.9, 0.5, "a note set too far right"),
+        "axes 0 text": lambda fig, ax: ax.annotate("an annotation", xy=(1, 1), xytext=(0.5, 1.3),
+                                                   textcoords="axes fraction"),
+    }
+    for what, place in placed.items():
+        fig, axes = plotting.panels(1, width=3.0, height=2.5)
+        axes[0].plot(range(3), label="a line")
+        assert plotting.layout_problems(fig) == []  # the same figure without it passes
+        place(fig, axes[0])
+        problems = plotting.layout_problems(fig)
+        assert any(p.startswith(what) and "past the figure's" in p for p in problems), (what, problems)
+        plt.close(fig)

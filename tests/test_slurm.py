@@ -254,6 +254,15 @@ def test_the_documented_slurm_commands_run_here_and_a_partition_sinfo_lacks_stop
                     "Set one of those (ACCOUNT, CPU_PARTITION and GPU_PARTITION in the documentation's commands are "
                     "placeholders) and run again."), last
     assert "submitted with SLURM jobid" not in bad.stdout + bad.stderr  # nothing reached sbatch
+    # A job sbatch refuses (more memory than the node has): the run's last line says so, once.
+    huge = snakemake(*_placed(submit, "main"), *flags, "--set-resources", "measure_op:mem_mb=100000000",
+                     *_subset(wf), cwd=wf)
+    last = [line for line in (huge.stdout + huge.stderr).splitlines() if line.strip()][-1]
+    assert huge.returncode != 0
+    assert last == ("sbatch refused this run's jobs: Memory specification can not be satisfied. Check what they ask "
+                    "for in --default-resources and --set-resources (slurm_account, slurm_partition, qos, mem_mb, "
+                    "runtime; ACCOUNT, CPU_PARTITION and GPU_PARTITION in the documentation's commands are "
+                    "placeholders); `sinfo` lists partitions main."), last
     run = snakemake(*_placed(submit, "main"), *flags, *_subset(wf), cwd=wf, timeout=900)
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     assert re.search(r"submitted with SLURM jobid \d+", run.stdout + run.stderr)

@@ -160,25 +160,26 @@ def _shown_ticks(ax, which: str):
 
 
 def layout_problems(fig, slack: float = 1.0, draw: bool = True) -> list[str]:
-    """Texts that run past the figure's edge (the saved picture cuts them), and x tick labels of one
-    axes that overlap each other; measured with the renderer after the layout engine has run
+    """Texts (tick labels, titles, labels, legends, notes, annotations) that run past the figure's
+    edge (the saved picture cuts them), blocks of text that overlap each other, and x tick labels of
+    one axes that overlap; measured with the renderer after the layout engine has run
     (``draw=False``: the canvas is already drawn as it stands, e.g. by ``wrap_titles``)."""
     if draw:
         fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     box = fig.bbox
     problems = []
-    for what, text in _texts(fig):
-        ext = text.get_window_extent(renderer)
+    boxes = _boxes(fig, renderer)
+    ticks = [(what, t.get_window_extent(renderer), t.get_text()) for what, t in _texts(fig) if "tick" in what]
+    for what, ext, text in ticks + boxes:
         past = {"left": box.x0 - ext.x0, "right": ext.x1 - box.x1, "bottom": box.y0 - ext.y0, "top": ext.y1 - box.y1}
         for edge, by in past.items():
             if by > slack:
-                problems.append(f"{what} {text.get_text()!r} runs {by:.0f} px past the figure's {edge} edge")
+                problems.append(f"{what} {text!r} runs {by:.0f} px past the figure's {edge} edge")
     for i, ax in enumerate(a for a in fig.axes if a.get_visible()):
         ticks = sorted((t.get_window_extent(renderer) for t in _shown_ticks(ax, "x")), key=lambda e: e.x0)
         if any(b.x0 < a.x1 - slack for a, b in zip(ticks, ticks[1:])):
             problems.append(f"axes {i} x tick labels overlap")
-    boxes = _boxes(fig, renderer)
     for n, (what, a, text) in enumerate(boxes):
         for other, b, other_text in boxes[n + 1:]:
             if min(a.x1, b.x1) - max(a.x0, b.x0) > slack and min(a.y1, b.y1) - max(a.y0, b.y0) > slack:
