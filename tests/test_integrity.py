@@ -6,10 +6,12 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
+import yaml
 
 from reluinit import integrity
 from reluinit.pipeline import jobs
@@ -41,7 +43,8 @@ def test_a_truncated_table_is_named_with_its_rows_and_the_rebuild_command(tmp_pa
         jobs.read_table(path)
     assert str(err.value) == (f"{path} is damaged: {len(text) // 2} bytes where {len(text)} were written, "
                               f"{len(pd.read_csv(path))} rows of 12. Rebuild it with "
-                              f"`snakemake {path} --force --cores 1 --config scale=quick`")
+                              f"`snakemake {path} --force --cores 1 --config scale=quick "
+                              f"results={tmp_path / 'results'}`")  # not the working folder's results/
 
 
 def test_same_size_bytes_are_caught_and_a_paper_table_needs_no_scale(tmp_path):
@@ -50,7 +53,8 @@ def test_same_size_bytes_are_caught_and_a_paper_table_needs_no_scale(tmp_path):
     data[40:44] = b"9999"
     path.write_bytes(bytes(data))
     with pytest.raises(integrity.DamagedFile, match="the same size as written but other bytes. Rebuild it with "
-                                                    f"`snakemake {path} --force --cores 1`$"):
+                                                    f"`snakemake {path} --force --cores 1 "
+                                                    f"--config results={tmp_path / 'results'}`$"):
         integrity.verify(path)
 
 
@@ -226,3 +230,36 @@ def test_a_suggested_command_keeps_the_runs_results_folder_and_config_files(monk
     monkeypatch.setenv(integrity.CONFIGFILES_ENV, "mine.yaml")
     assert integrity.rebuild_command("out/paper/OP/OP-F1/all-parts.csv") == (
         "snakemake out/paper/OP/OP-F1/all-parts.csv --force --cores 1 --configfile mine.yaml --config results=out")
+
+
+def test_a_results_folder_named_results_elsewhere_is_kept_in_the_command(monkeypatch):
+    """`results=/scratch/me/results` was dropped because the folder's last name is `results` (the
+    command then failed with "No rule to produce"): only config.yaml's own `results` is left out, and
+    only where the run has no config file of its own (which may set another)."""
+    monkeypatch.delenv(integrity.CONFIGFILES_ENV, raising=False)
+    assert integrity.rebuild_command("/scratch/me/results/quick/OP/OP-F1.csv") == (
+        "snakemake /scratch/me/results/quick/OP/OP-F1.csv --force --cores 1 --config scale=quick "
+        "results=/scratch/me/results")
+    assert integrity.rebuild_command("other/results/paper/OP/OP-F1.csv", force=False) == (
+        "snakemake other/results/paper/OP/OP-F1.csv --cores 1 --config results=other/results")
+    assert integrity.rebuild_command(Path.cwd() / "results" / "paper" / "OP" / "OP-F1.csv").endswith(" --cores 1")
+    monkeypatch.setenv(integrity.CONFIGFILES_ENV, "mine.yaml")  # mine.yaml may set another folder
+    assert integrity.rebuild_command("results/paper/OP/OP-F1.csv") == (
+        "snakemake results/paper/OP/OP-F1.csv --force --cores 1 --configfile mine.yaml --config results=results")
+
+
+def test_a_dataset_fetch_command_keeps_the_runs_data_folder_and_config_files(monkeypatch):
+    """The fetch commands a damaged or missing dataset suggests dropped `data_dir=` and `--configfile`."""
+    monkeypatch.delenv(integrity.CONFIGFILES_ENV, raising=False)
+    assert integrity.rebuild_command("data/fetched/mnist.json", data_dir="data") == (
+        "snakemake data/fetched/mnist.json --force --cores 1")
+    assert integrity.rebuild_command("/big/data/fetched/mnist.json", force=False, data_dir="/big/data") == (
+        "snakemake /big/data/fetched/mnist.json --cores 1 --config data_dir=/big/data")
+    monkeypatch.setenv(integrity.CONFIGFILES_ENV, "mine.yaml")
+    assert integrity.rebuild_command("data/fetched/mnist.json", data_dir="data") == (
+        "snakemake data/fetched/mnist.json --force --cores 1 --configfile mine.yaml --config data_dir=data")
+
+
+def test_the_commands_defaults_are_config_yamls():
+    config = yaml.safe_load((Path(__file__).parents[1] / "config.yaml").read_text())
+    assert (config["results"], config["data_dir"]) == (integrity.DEFAULT_RESULTS, integrity.DEFAULT_DATA)

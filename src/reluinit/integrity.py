@@ -122,23 +122,47 @@ def share_configfiles(files) -> None:
     os.environ[CONFIGFILES_ENV] = " ".join(shown(f) for f in files)
 
 
-def rebuild_command(path: str | Path, force: bool = True) -> str:
+# config.yaml's own `results` and `data_dir`: a command omits the setting only where the run used
+# this value and no config file of its own (one may set another); tests/test_integrity.py checks them.
+DEFAULT_RESULTS = "results"
+DEFAULT_DATA = "data"
+
+
+def command(targets: str, force: bool = False, settings=(), cores: bool = True) -> str:
+    """The one builder of every Snakemake command a message suggests: ``targets``, then the run's
+    config files (``--configfile``) and ``settings`` (``--config`` words; last, as ``--config`` takes
+    every word after it)."""
+    files = os.environ.get(CONFIGFILES_ENV, "")
+    return (f"snakemake {targets}{' --force' if force else ''}{' --cores 1' if cores else ''}"
+            + (f" --configfile {files}" if files else "") + (f" --config {' '.join(settings)}" if settings else ""))
+
+
+def _differs(folder: Path, default: str) -> bool:
+    """Whether a command must name ``folder`` as its setting: it is not config.yaml's default, or the
+    run has config files of its own (which may set another)."""
+    return Path(shown(folder)) != Path(default) or bool(os.environ.get(CONFIGFILES_ENV))
+
+
+def rebuild_command(path: str | Path, force: bool = True, data_dir: str | Path | None = None) -> str:
     """The command that rebuilds ``path`` (Snakemake runs the job that writes a file named as target),
     with the run's settings: the scale and the results folder the path lies in (``results/<scale>``
     by default), and the run's config files. The target first: ``--config`` takes every word after it.
-    ``force``: rerun the job though its output is there (not for a file moved aside)."""
+    ``force``: rerun the job though its output is there (not for a file moved aside). ``data_dir``:
+    ``path`` is a dataset's file under this data folder (``<data_dir>/fetched/<name>.json``)."""
+    settings = []
+    if data_dir is not None:
+        if _differs(Path(data_dir), DEFAULT_DATA):
+            settings.append(f"data_dir={data_dir}")
+        return command(str(path), force, settings)
     parts = Path(path).parts[:-1]
     at = max((i for i, p in enumerate(parts) if p in SCALES), default=None)
-    settings = []
     if at is not None:
         if parts[at] != "paper":
             settings.append(f"scale={parts[at]}")
         root = Path(*parts[:at]) if at else Path(".")
-        if root.name != "results":
+        if _differs(root, DEFAULT_RESULTS):
             settings.append(f"results={root}")
-    files = os.environ.get(CONFIGFILES_ENV, "")
-    return (f"snakemake {path}{' --force' if force else ''} --cores 1" + (f" --configfile {files}" if files else "")
-            + (f" --config {' '.join(settings)}" if settings else ""))
+    return command(str(path), force, settings)
 
 
 def verify(path: str | Path) -> None:
