@@ -150,6 +150,9 @@ MESSAGES = [
     "got an unexpected keyword argument",
     "has no column(s)",
     "does not declare may hold them",
+    "the list of what",
+    "listed again from the seals under",
+    "its rows are not a count",
 ]
 
 

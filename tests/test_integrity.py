@@ -263,3 +263,69 @@ def test_a_dataset_fetch_command_keeps_the_runs_data_folder_and_config_files(mon
 def test_the_commands_defaults_are_config_yamls():
     config = yaml.safe_load((Path(__file__).parents[1] / "config.yaml").read_text())
     assert (config["results"], config["data_dir"]) == (integrity.DEFAULT_RESULTS, integrity.DEFAULT_DATA)
+
+
+@pytest.mark.parametrize("damage", ["latin-1", "folder"])
+def test_a_damaged_list_of_seals_is_named_with_its_fix_and_never_blocks_a_run(tmp_path, damage):
+    """A `.sealed` that is not UTF-8, or a folder, crashed every Snakemake start with a traceback naming
+    no file; now its readers go on, and the sweep names it, moves it aside and lists the seals again."""
+    path = _table(tmp_path)
+    tree = tmp_path / "results" / "quick"
+    listed = tree / integrity.MANIFEST
+    listed.unlink()
+    if damage == "folder":
+        listed.mkdir()
+    else:
+        listed.write_bytes("OP/Ö.csv\n".encode("latin-1"))
+    why = "not UTF-8 text" if damage == "latin-1" else "is a directory"
+    with pytest.raises(integrity.DamagedFile, match=rf"\.sealed, the list of what .*quick has sealed, is damaged "
+                                                    rf"\({why}\): remove it with `rm -r .*\.sealed`"):
+        integrity.sealed(tree)
+    integrity.verify(path)  # a reader is not blocked
+    unsealed = tree / "old.csv"
+    TABLE.to_csv(unsealed, index=False)
+    integrity.verify(unsealed)
+    moved = integrity.sweep(tree)
+    assert moved == [(listed, tree / ".sealed.damaged", why)]
+    line = integrity.swept(*moved[0])
+    assert line == (f"{listed}, the list of what {tree} has sealed, is damaged ({why}): moved to "
+                    f"{tree / '.sealed.damaged'}, never read; listed again from the seals under {tree}; nothing to do.")
+    assert integrity.sealed(tree) == {path}  # made again from the seals found
+    assert integrity.sweep(tree) == []
+    left = integrity.swept(listed, listed, f"{why}; it could not be moved aside (Read-only file system)")
+    assert left.endswith(f"left in place, never read; remove it with `rm -r {listed}` (a run lists again the seals "
+                         "it finds).")
+
+
+def test_a_list_of_seals_that_points_outside_its_tree_is_ignored(tmp_path):
+    """`.sealed` lines such as `../../victim.txt` made the sweep move a file outside the results tree
+    aside (its seal "missing"): a line that leaves the tree, by `..`, an absolute path or a link, is
+    no file of the tree."""
+    _table(tmp_path)
+    tree = tmp_path / "results" / "quick"
+    victims = [tmp_path / "victim.txt", tmp_path / "abs.txt", tmp_path / "away" / "linked.txt"]
+    for v in victims:
+        v.parent.mkdir(exist_ok=True)
+        v.write_text("mine\n")
+    (tree / "out").symlink_to(tmp_path / "away")
+    with open(tree / integrity.MANIFEST, "a") as f:
+        f.write(f"../../victim.txt\n{victims[1]}\nout/linked.txt\nOP/../../../victim.txt\n")
+    assert integrity.sealed(tree) == {tree / "OP" / "OP-F1.csv"}
+    assert integrity.sweep(tree) == []
+    assert all(v.read_text() == "mine\n" for v in victims)
+    assert not list(tmp_path.glob("**/*.damaged"))
+
+
+@pytest.mark.parametrize("rows", ['"12"', "12.0", "null", "true", "-1", "[12]"])
+def test_a_seal_whose_rows_is_not_a_count_names_the_file(tmp_path, rows):
+    """A seal whose `rows` was not an integer ended in a ValueError or TypeError naming no file (when
+    its table was cut, the message formatted the rows)."""
+    path = _table(tmp_path)
+    seal = integrity.seal_path(path)
+    seal.write_text(seal.read_text().replace('"rows": 12', f'"rows": {rows}'))
+    path.write_text(path.read_text()[:60])
+    with pytest.raises(integrity.DamagedFile, match=r"OP-F1\.csv\.seal, the seal of .*OP-F1\.csv, is unreadable "
+                                                    r"\(its rows are not a count but .*\): rebuild the file with `snakemake"):
+        integrity.verify(path)
+    moved = integrity.sweep(tmp_path / "results" / "quick")
+    assert [(p, why.split(" (")[0]) for p, _, why in moved] == [(path, "its seal OP-F1.csv.seal is unreadable")]

@@ -144,9 +144,7 @@ def sweep_damaged():
     from reluinit import integrity
 
     for path, aside, reason in integrity.sweep(RESULTS):
-        where = f"moved to {aside}" if aside != path else "left in place"
-        print(f"{path} is damaged ({reason}): {where}, never read; it is rebuilt when a job needs it, "
-              f"or now with `{integrity.rebuild_command(path, force=False)}`.", file=sys.stderr)
+        print(integrity.swept(path, aside, reason), file=sys.stderr)
 
 
 # Command-line words after which Snakemake plans, lists or reports but runs no job.
