@@ -97,9 +97,12 @@ def test_a_claim_runs_no_arbitrary_code(measure, tmp_path):
 def test_a_diverged_measure_is_not_reproduced():
     nan = pd.DataFrame({"init": ["he", "he"], "act_ratio": [1.0, float("nan")]})  # where OP-F1 promises a number
     assert claims.evaluate(_claim(expect="> 0"), nan, "quick")["verdict"] == claims.INVALID
-    empty = pd.DataFrame({"init": ["he"], "act_ratio": [float("nan")]})  # no number at all: nothing to judge
+    # no number at all in a measured column: a measurement lost, not a setting these runs lack (issue 51;
+    # it was "not reproduced, the measure is not finite", and a measure such as (t.act_ratio > 2).mean()
+    # judged it "reproduced")
+    empty = pd.DataFrame({"init": ["he"], "act_ratio": [float("nan")]})
     row = claims.evaluate(_claim(expect="> 0"), empty, "quick")
-    assert row["verdict"] == claims.NOT_REPRODUCED and row["note"].startswith("the measure is not finite")
+    assert row["verdict"] == claims.INVALID and row["note"].startswith("invalid: 1 NaN in column act_ratio")
     zero = pd.DataFrame({"init": ["he"], "act_ratio": [0.0]})  # finite rows, a measure that is not
     row = claims.evaluate(_claim(measure="np.log(t.act_ratio.mean())", expect="< 0"), zero, "quick")
     assert row["verdict"] == claims.NOT_REPRODUCED and row["note"].startswith("the measure is not finite")
