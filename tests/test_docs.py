@@ -153,6 +153,8 @@ MESSAGES = [
     "the list of what",
     "listed again from the seals under",
     "its rows are not a count",
+    "a pandas method or attribute, not its column",
+    "the power '10 ** 10 ** 10'",
 ]
 
 
