@@ -97,9 +97,12 @@ def test_a_claim_runs_no_arbitrary_code(measure, tmp_path):
 def test_a_diverged_measure_is_not_reproduced():
     nan = pd.DataFrame({"init": ["he", "he"], "act_ratio": [1.0, float("nan")]})  # where OP-F1 promises a number
     assert claims.evaluate(_claim(expect="> 0"), nan, "quick")["verdict"] == claims.INVALID
-    empty = pd.DataFrame({"init": ["he"], "act_ratio": [float("nan")]})  # no number at all: nothing to judge
+    # no number at all in a measured column: a measurement lost, not a setting these runs lack (issue 51;
+    # it was "not reproduced, the measure is not finite", and a measure such as (t.act_ratio > 2).mean()
+    # judged it "reproduced")
+    empty = pd.DataFrame({"init": ["he"], "act_ratio": [float("nan")]})
     row = claims.evaluate(_claim(expect="> 0"), empty, "quick")
-    assert row["verdict"] == claims.NOT_REPRODUCED and row["note"].startswith("the measure is not finite")
+    assert row["verdict"] == claims.INVALID and row["note"].startswith("invalid: 1 NaN in column act_ratio")
     zero = pd.DataFrame({"init": ["he"], "act_ratio": [0.0]})  # finite rows, a measure that is not
     row = claims.evaluate(_claim(measure="np.log(t.act_ratio.mean())", expect="< 0"), zero, "quick")
     assert row["verdict"] == claims.NOT_REPRODUCED and row["note"].startswith("the measure is not finite")
@@ -283,6 +286,11 @@ ESCAPES = [
     ("measure", "f'{t}'", "JoinedStr"),
     ("measure", "len(b'x')", "b'x'"),
     ("measure", "t.act_ratio.mean() if 1 else __import__('os')", "'__import__'"),
+    # numbers too large to compute: Python's integers would work on them for ever
+    ("measure", "t.act_ratio.mean() + 10**10**10", "the power '10 ** 10 ** 10'"),
+    ("measure", "t.act_ratio.mean() * 0 ** (9 ** 9)", "the power '0 ** 9 ** 9'"),
+    ("measure", "(10 ** 100) ** 100 ** 1", "the power '(10 ** 100) ** 100 ** 1'"),
+    ("measure", "t.act_ratio.mean() ** 1000", "the power 't.act_ratio.mean() ** 1000'"),
 ]
 
 
@@ -296,6 +304,38 @@ def test_a_claim_that_tries_to_run_code_is_refused_when_the_file_loads(field, ex
     message = str(err.value)
     assert message.startswith(f"{path}, line 2: claim {claim['id']}: its {field} uses ") and construct in message, message
     assert "which claims may not" in message
+
+
+# A declared column named as a pandas method: `t.to_csv` is the method, whatever the table's columns.
+COLUMN_ESCAPES = [
+    ("measure", "t.to_csv('/tmp/x')", "to_csv"),
+    ("measure", "t.act_ratio.to_pickle('/tmp/x')", "to_pickle"),
+    ("measure", "t.act_ratio.agg('to_csv', '/tmp/x')", "to_csv"),
+    ("measure", "t.groupby('layer').act_ratio.apply('to_json')", "to_json"),
+    ("where", "init.str.startswith('he') or act_ratio.to_csv('/tmp/x')", "to_csv"),
+    ("measure", "t.style", "style"),
+]
+
+
+@pytest.mark.parametrize(("field", "expression", "column"), COLUMN_ESCAPES, ids=[e[1][:40] for e in COLUMN_ESCAPES])
+def test_a_declared_column_named_as_a_pandas_method_opens_no_method(field, expression, column, tmp_path):
+    """`columns: [init, to_csv]` with `measure: t.to_csv('/tmp/x')` loaded (declared columns were
+    allowed as attributes, and pandas answers the method): refused, naming the claim and the column."""
+    claim = {**vars(_claim()), "columns": ["init", "layer", "act_ratio", column], field: expression}
+    path = tmp_path / "claims.yaml"
+    path.write_text(yaml.safe_dump({"claims": [claim]}))
+    with pytest.raises(ValueError) as err:
+        claims.load(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}, line 2: claim {claim['id']}: its {field} uses "), message
+    assert f"{column!r}" in message and "which claims may not" in message, message
+    if "agg" not in expression and "apply" not in expression:
+        assert f"a pandas method or attribute, not its column {column}: read that as t[{column!r}]" in message, message
+    table = pd.DataFrame({"init": ["he"], "layer": [1], "act_ratio": [1.0], column: [2.0]})  # read as a subscript
+    ok = claims.Claim(**{**vars(_claim()), "columns": ["act_ratio", column], "measure": f"t[{column!r}].mean()",
+                         "expect": "2 ± 0.1"})
+    claims.check_measure(ok.id, ok.measure, ok.columns)
+    assert claims.evaluate(ok, table, "quick")["verdict"] == claims.REPRODUCED
 
 
 def test_the_allowlists_accept_every_claim_of_the_papers_and_a_lambda_within_them():

@@ -123,7 +123,8 @@ def test_offline_fetch_fails_fast_and_says_where_to_put_files(tmp_path, monkeypa
 def test_missing_dataset_names_the_command_that_fetches_it(tmp_path):
     with pytest.raises(datasets.DatasetUnavailable) as err:
         datasets.load("cifar10", tmp_path)
-    assert str(err.value).endswith(f"fetch it with `snakemake {tmp_path}/fetched/cifar10.json --cores 1`.")
+    assert str(err.value).endswith(f"fetch it with `snakemake {tmp_path}/fetched/cifar10.json --cores 1 "
+                                  f"--config data_dir={tmp_path}`.")
 
 
 def test_a_damaged_mnist_file_is_named_with_the_fix(tmp_path):
@@ -136,7 +137,8 @@ def test_a_damaged_mnist_file_is_named_with_the_fix(tmp_path):
         with pytest.raises(datasets.DatasetUnavailable) as err:
             attempt()
         assert str(err.value) == (f"{raw} is damaged (1,000 bytes where its header promises 9,424): delete it and "
-                                  f"fetch mnist again with `snakemake {tmp_path}/fetched/mnist.json --force --cores 1`.")
+                                  f"fetch mnist again with `snakemake {tmp_path}/fetched/mnist.json --force --cores 1 "
+                                  f"--config data_dir={tmp_path}`.")
 
 
 def test_a_damaged_cifar_batch_is_named(tmp_path, monkeypatch):

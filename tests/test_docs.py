@@ -150,6 +150,11 @@ MESSAGES = [
     "got an unexpected keyword argument",
     "has no column(s)",
     "does not declare may hold them",
+    "the list of what",
+    "listed again from the seals under",
+    "its rows are not a count",
+    "a pandas method or attribute, not its column",
+    "the power '10 ** 10 ** 10'",
 ]
 
 

@@ -59,6 +59,16 @@ def test_a_catalogue_id_as_target_names_its_short_name(workdir):
     assert run.returncode == 0, run.stderr[-2000:]
 
 
+def test_a_catalogue_id_hint_keeps_the_runs_config_and_config_files(workdir):
+    """The hint dropped `--config` (and `--configfile`): `snakemake op_f1` then built the paper scale
+    in results/ rather than what the user asked for."""
+    (workdir / "mine.yaml").write_text("experiments: {OP-F1: {quick: {widths: [100, 500]}}}\n")
+    run, last = _run(workdir, "OP-F1", "--cores", "1", "--configfile", "mine.yaml",
+                     "--config", "scale=quick", "results=elsewhere")
+    assert run.returncode != 0
+    assert "`snakemake op_f1 --configfile mine.yaml --config scale=quick results=elsewhere`" in last, last
+
+
 def test_slurm_profile_without_sbatch_stops_in_one_sentence(workdir, tmp_path):
     run, last = _run(workdir, "op_f1", "--profile", "profiles/slurm", path=_path_without(tmp_path, "sbatch"))
     assert run.returncode != 0
@@ -157,5 +167,5 @@ def test_a_damaged_dataset_file_is_named_with_the_command_that_fetches_it_again(
     run, last = _run(workdir, "tg_f2", "--cores", "1", "--config", f"data_dir={data}", env=OFFLINE)
     assert run.returncode != 0
     assert f"{raw} is damaged (500 bytes where its header promises 3,936): delete it and fetch mnist again with " \
-           f"`snakemake {data}/fetched/mnist.json --force --cores 1`" in last, last
+           f"`snakemake {data}/fetched/mnist.json --force --cores 1 --config data_dir={data}`" in last, last
     assert "Download" not in last and "Traceback" not in (run.stdout + run.stderr)

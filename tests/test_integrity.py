@@ -6,10 +6,12 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
+import yaml
 
 from reluinit import integrity
 from reluinit.pipeline import jobs
@@ -41,7 +43,8 @@ def test_a_truncated_table_is_named_with_its_rows_and_the_rebuild_command(tmp_pa
         jobs.read_table(path)
     assert str(err.value) == (f"{path} is damaged: {len(text) // 2} bytes where {len(text)} were written, "
                               f"{len(pd.read_csv(path))} rows of 12. Rebuild it with "
-                              f"`snakemake {path} --force --cores 1 --config scale=quick`")
+                              f"`snakemake {path} --force --cores 1 --config scale=quick "
+                              f"results={tmp_path / 'results'}`")  # not the working folder's results/
 
 
 def test_same_size_bytes_are_caught_and_a_paper_table_needs_no_scale(tmp_path):
@@ -50,7 +53,8 @@ def test_same_size_bytes_are_caught_and_a_paper_table_needs_no_scale(tmp_path):
     data[40:44] = b"9999"
     path.write_bytes(bytes(data))
     with pytest.raises(integrity.DamagedFile, match="the same size as written but other bytes. Rebuild it with "
-                                                    f"`snakemake {path} --force --cores 1`$"):
+                                                    f"`snakemake {path} --force --cores 1 "
+                                                    f"--config results={tmp_path / 'results'}`$"):
         integrity.verify(path)
 
 
@@ -226,3 +230,102 @@ def test_a_suggested_command_keeps_the_runs_results_folder_and_config_files(monk
     monkeypatch.setenv(integrity.CONFIGFILES_ENV, "mine.yaml")
     assert integrity.rebuild_command("out/paper/OP/OP-F1/all-parts.csv") == (
         "snakemake out/paper/OP/OP-F1/all-parts.csv --force --cores 1 --configfile mine.yaml --config results=out")
+
+
+def test_a_results_folder_named_results_elsewhere_is_kept_in_the_command(monkeypatch):
+    """`results=/scratch/me/results` was dropped because the folder's last name is `results` (the
+    command then failed with "No rule to produce"): only config.yaml's own `results` is left out, and
+    only where the run has no config file of its own (which may set another)."""
+    monkeypatch.delenv(integrity.CONFIGFILES_ENV, raising=False)
+    assert integrity.rebuild_command("/scratch/me/results/quick/OP/OP-F1.csv") == (
+        "snakemake /scratch/me/results/quick/OP/OP-F1.csv --force --cores 1 --config scale=quick "
+        "results=/scratch/me/results")
+    assert integrity.rebuild_command("other/results/paper/OP/OP-F1.csv", force=False) == (
+        "snakemake other/results/paper/OP/OP-F1.csv --cores 1 --config results=other/results")
+    assert integrity.rebuild_command(Path.cwd() / "results" / "paper" / "OP" / "OP-F1.csv").endswith(" --cores 1")
+    monkeypatch.setenv(integrity.CONFIGFILES_ENV, "mine.yaml")  # mine.yaml may set another folder
+    assert integrity.rebuild_command("results/paper/OP/OP-F1.csv") == (
+        "snakemake results/paper/OP/OP-F1.csv --force --cores 1 --configfile mine.yaml --config results=results")
+
+
+def test_a_dataset_fetch_command_keeps_the_runs_data_folder_and_config_files(monkeypatch):
+    """The fetch commands a damaged or missing dataset suggests dropped `data_dir=` and `--configfile`."""
+    monkeypatch.delenv(integrity.CONFIGFILES_ENV, raising=False)
+    assert integrity.rebuild_command("data/fetched/mnist.json", data_dir="data") == (
+        "snakemake data/fetched/mnist.json --force --cores 1")
+    assert integrity.rebuild_command("/big/data/fetched/mnist.json", force=False, data_dir="/big/data") == (
+        "snakemake /big/data/fetched/mnist.json --cores 1 --config data_dir=/big/data")
+    monkeypatch.setenv(integrity.CONFIGFILES_ENV, "mine.yaml")
+    assert integrity.rebuild_command("data/fetched/mnist.json", data_dir="data") == (
+        "snakemake data/fetched/mnist.json --force --cores 1 --configfile mine.yaml --config data_dir=data")
+
+
+def test_the_commands_defaults_are_config_yamls():
+    config = yaml.safe_load((Path(__file__).parents[1] / "config.yaml").read_text())
+    assert (config["results"], config["data_dir"]) == (integrity.DEFAULT_RESULTS, integrity.DEFAULT_DATA)
+
+
+@pytest.mark.parametrize("damage", ["latin-1", "folder"])
+def test_a_damaged_list_of_seals_is_named_with_its_fix_and_never_blocks_a_run(tmp_path, damage):
+    """A `.sealed` that is not UTF-8, or a folder, crashed every Snakemake start with a traceback naming
+    no file; now its readers go on, and the sweep names it, moves it aside and lists the seals again."""
+    path = _table(tmp_path)
+    tree = tmp_path / "results" / "quick"
+    listed = tree / integrity.MANIFEST
+    listed.unlink()
+    if damage == "folder":
+        listed.mkdir()
+    else:
+        listed.write_bytes("OP/Ö.csv\n".encode("latin-1"))
+    why = "not UTF-8 text" if damage == "latin-1" else "is a directory"
+    with pytest.raises(integrity.DamagedFile, match=rf"\.sealed, the list of what .*quick has sealed, is damaged "
+                                                    rf"\({why}\): remove it with `rm -r .*\.sealed`"):
+        integrity.sealed(tree)
+    integrity.verify(path)  # a reader is not blocked
+    unsealed = tree / "old.csv"
+    TABLE.to_csv(unsealed, index=False)
+    integrity.verify(unsealed)
+    moved = integrity.sweep(tree)
+    assert moved == [(listed, tree / ".sealed.damaged", why)]
+    line = integrity.swept(*moved[0])
+    assert line == (f"{listed}, the list of what {tree} has sealed, is damaged ({why}): moved to "
+                    f"{tree / '.sealed.damaged'}, never read; listed again from the seals under {tree}; nothing to do.")
+    assert integrity.sealed(tree) == {path}  # made again from the seals found
+    assert integrity.sweep(tree) == []
+    left = integrity.swept(listed, listed, f"{why}; it could not be moved aside (Read-only file system)")
+    assert left.endswith(f"left in place, never read; remove it with `rm -r {listed}` (a run lists again the seals "
+                         "it finds).")
+
+
+def test_a_list_of_seals_that_points_outside_its_tree_is_ignored(tmp_path):
+    """`.sealed` lines such as `../../victim.txt` made the sweep move a file outside the results tree
+    aside (its seal "missing"): a line that leaves the tree, by `..`, an absolute path or a link, is
+    no file of the tree."""
+    _table(tmp_path)
+    tree = tmp_path / "results" / "quick"
+    victims = [tmp_path / "victim.txt", tmp_path / "abs.txt", tmp_path / "away" / "linked.txt"]
+    for v in victims:
+        v.parent.mkdir(exist_ok=True)
+        v.write_text("mine\n")
+    (tree / "out").symlink_to(tmp_path / "away")
+    with open(tree / integrity.MANIFEST, "a") as f:
+        f.write(f"../../victim.txt\n{victims[1]}\nout/linked.txt\nOP/../../../victim.txt\n")
+    assert integrity.sealed(tree) == {tree / "OP" / "OP-F1.csv"}
+    assert integrity.sweep(tree) == []
+    assert all(v.read_text() == "mine\n" for v in victims)
+    assert not list(tmp_path.glob("**/*.damaged"))
+
+
+@pytest.mark.parametrize("rows", ['"12"', "12.0", "null", "true", "-1", "[12]"])
+def test_a_seal_whose_rows_is_not_a_count_names_the_file(tmp_path, rows):
+    """A seal whose `rows` was not an integer ended in a ValueError or TypeError naming no file (when
+    its table was cut, the message formatted the rows)."""
+    path = _table(tmp_path)
+    seal = integrity.seal_path(path)
+    seal.write_text(seal.read_text().replace('"rows": 12', f'"rows": {rows}'))
+    path.write_text(path.read_text()[:60])
+    with pytest.raises(integrity.DamagedFile, match=r"OP-F1\.csv\.seal, the seal of .*OP-F1\.csv, is unreadable "
+                                                    r"\(its rows are not a count but .*\): rebuild the file with `snakemake"):
+        integrity.verify(path)
+    moved = integrity.sweep(tmp_path / "results" / "quick")
+    assert [(p, why.split(" (")[0]) for p, _, why in moved] == [(path, "its seal OP-F1.csv.seal is unreadable")]

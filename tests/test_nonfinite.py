@@ -84,6 +84,22 @@ def test_a_claim_over_an_undeclared_nan_is_invalid_and_counts_it():
     assert claims.INVALID in claims.summary(card).columns  # counted, not lost from the summary
 
 
+def test_a_measured_column_with_no_value_at_all_is_counted_not_taken_for_unmeasured(tmp_path):
+    """An OP-F1 table whose act_ratio is NaN in every row was sealed, drawn with no note, and
+    `(t.act_ratio > 2).mean()` judged "reproduced" (0.0): a column empty throughout was read as a
+    setting its runs do not have. Only the declared settings (``catalogue.UNSET``) are now."""
+    t = pd.DataFrame({"layer": [1, 2, 3], "act_ratio": [NAN, NAN, NAN]})
+    assert jobs.nonfinite(t) == {"act_ratio": "3 NaN"}
+    assert jobs.nonfinite(t.assign(kind="line")) == {"act_ratio": "3 NaN"}  # one kind, empty throughout
+    with pytest.raises(jobs.NotFinite, match="3 NaN in column act_ratio"):
+        jobs.check_finite(t, "OP-F1", catalogue.undefined("OP-F1"), tmp_path / "results" / "quick" / "OP-F1.csv")
+    row = claims.evaluate(_claim(measure="(t.act_ratio > 2).mean()", expect="<= 0.1"), t, "quick")
+    assert row["verdict"] == claims.INVALID and row["note"].startswith("invalid: 3 NaN in column act_ratio"), row
+    rp = pd.DataFrame({"depth": [NAN, NAN], "setup": [NAN, NAN], "test_acc": [0.9, 0.8]})  # RP-T5's convnets
+    assert {"depth", "setup"} <= catalogue.UNSET and jobs.nonfinite(rp) == {}
+    jobs.check_finite(rp, "RP-T5", catalogue.undefined("RP-T5"), "x.csv")
+
+
 def test_a_claim_over_a_declared_nan_is_judged_and_says_what_it_left_out():
     t = pd.DataFrame({"layer": [0, 1, 2], "growth": [NAN, 1.5, 1.7]})
     claim = _claim(paper="EP", table="EP-F2", columns=["layer", "growth"], measure="t.growth.mean()",

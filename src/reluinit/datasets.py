@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from reluinit import integrity
+
 log = logging.getLogger(__name__)
 
 # torchvision's dataset classes by name; imported on first use (importing torchvision costs
@@ -180,7 +182,7 @@ def _damaged_message(name: str, root: Path) -> str | None:
         return None
     path, why = damaged[0]
     return (f"{path} is damaged ({why}): delete it and fetch {name} again with "
-            f"`snakemake {root}/fetched/{name}.json --force --cores 1`.")
+            f"`{integrity.rebuild_command(root / 'fetched' / f'{name}.json', data_dir=root)}`.")
 
 
 def fetch(name: str, root: str | Path) -> dict:
@@ -343,7 +345,8 @@ def load(name: str, root: str | Path, train: bool = True, scale: str = "paper") 
         ds = _open_torchvision(_torchvision_class(name), Path(root), train, download=False)
     except (RuntimeError, ValueError) as e:
         raise DatasetUnavailable(_damaged_message(name, Path(root)) or (
-            f"{name} is not under {root} ({e}): fetch it with `snakemake {root}/fetched/{name}.json --cores 1`.")) from e
+            f"{name} is not under {root} ({e}): fetch it with "
+            f"`{integrity.rebuild_command(Path(root) / 'fetched' / f'{name}.json', force=False, data_dir=root)}`.")) from e
     return to_split(ds, _label(name, train, len(ds)))
 
 

@@ -92,17 +92,45 @@ def _list_sealed(path: Path) -> None:
 
 
 def sealed(tree: str | Path) -> set[Path]:
-    """Every file of a results tree that was ever sealed there (``MANIFEST``)."""
-    listed = Path(tree) / MANIFEST
+    """Every file of a results tree that was ever sealed there (``MANIFEST``). A line that points
+    outside the tree (``../../x``, an absolute path, a link out) is no file of the tree: ignored, so
+    the sweep never moves a file outside it aside. ``DamagedFile`` when the list cannot be read (not
+    UTF-8 text, a folder): the sweep moves it aside and lists again the seals it finds."""
+    tree = Path(tree)
+    listed = tree / MANIFEST
     if not listed.exists():
         return set()
-    return {Path(tree) / line for line in listed.read_text().splitlines() if line}
+    try:
+        text = listed.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        why = "not UTF-8 text" if isinstance(e, UnicodeDecodeError) else (e.strerror or str(e)).lower()
+        damaged = DamagedFile(f"{listed}, the list of what {tree} has sealed, is damaged ({why}): remove it with "
+                              f"`rm -r {listed}` (a run lists again the seals it finds)")
+        damaged.why = why
+        raise damaged from None
+    inside, home = os.path.normpath(tree.absolute()), tree.resolve()
+    return {tree / line for line in text.splitlines()
+            if line and Path(os.path.normpath(Path(inside) / line)).is_relative_to(inside)
+            and (tree / line).resolve().is_relative_to(home)}
 
 
 def _lost_seal(path: Path) -> bool:
-    """Whether ``path`` was sealed by its tree but its seal is gone."""
+    """Whether ``path`` was sealed by its tree but its seal is gone (never, while the tree's list is
+    damaged: the sweep before the next run makes it again)."""
     tree = _tree(path)
-    return tree is not None and not seal_path(path).exists() and Path(path).absolute() in sealed(tree)
+    if tree is None or seal_path(path).exists():
+        return False
+    try:
+        return Path(path).absolute() in sealed(tree)
+    except DamagedFile:
+        return False
+
+
+def _relist(tree: Path) -> None:
+    """``MANIFEST`` made again from the seals under ``tree`` whose files are there."""
+    lines = sorted(str(t.with_name(t.name[: -len(SUFFIX)]).relative_to(tree)) for t in tree.rglob(f"*{SUFFIX}")
+                   if t.with_name(t.name[: -len(SUFFIX)]).is_file())
+    _replace_text(tree / MANIFEST, "".join(f"{line}\n" for line in lines))
 
 
 # The config files of the run (``--configfile``), which the workflow puts here for its jobs: a
@@ -122,23 +150,47 @@ def share_configfiles(files) -> None:
     os.environ[CONFIGFILES_ENV] = " ".join(shown(f) for f in files)
 
 
-def rebuild_command(path: str | Path, force: bool = True) -> str:
+# config.yaml's own `results` and `data_dir`: a command omits the setting only where the run used
+# this value and no config file of its own (one may set another); tests/test_integrity.py checks them.
+DEFAULT_RESULTS = "results"
+DEFAULT_DATA = "data"
+
+
+def command(targets: str, force: bool = False, settings=(), cores: bool = True) -> str:
+    """The one builder of every Snakemake command a message suggests: ``targets``, then the run's
+    config files (``--configfile``) and ``settings`` (``--config`` words; last, as ``--config`` takes
+    every word after it)."""
+    files = os.environ.get(CONFIGFILES_ENV, "")
+    return (f"snakemake {targets}{' --force' if force else ''}{' --cores 1' if cores else ''}"
+            + (f" --configfile {files}" if files else "") + (f" --config {' '.join(settings)}" if settings else ""))
+
+
+def _differs(folder: Path, default: str) -> bool:
+    """Whether a command must name ``folder`` as its setting: it is not config.yaml's default, or the
+    run has config files of its own (which may set another)."""
+    return Path(shown(folder)) != Path(default) or bool(os.environ.get(CONFIGFILES_ENV))
+
+
+def rebuild_command(path: str | Path, force: bool = True, data_dir: str | Path | None = None) -> str:
     """The command that rebuilds ``path`` (Snakemake runs the job that writes a file named as target),
     with the run's settings: the scale and the results folder the path lies in (``results/<scale>``
     by default), and the run's config files. The target first: ``--config`` takes every word after it.
-    ``force``: rerun the job though its output is there (not for a file moved aside)."""
+    ``force``: rerun the job though its output is there (not for a file moved aside). ``data_dir``:
+    ``path`` is a dataset's file under this data folder (``<data_dir>/fetched/<name>.json``)."""
+    settings = []
+    if data_dir is not None:
+        if _differs(Path(data_dir), DEFAULT_DATA):
+            settings.append(f"data_dir={data_dir}")
+        return command(str(path), force, settings)
     parts = Path(path).parts[:-1]
     at = max((i for i, p in enumerate(parts) if p in SCALES), default=None)
-    settings = []
     if at is not None:
         if parts[at] != "paper":
             settings.append(f"scale={parts[at]}")
         root = Path(*parts[:at]) if at else Path(".")
-        if root.name != "results":
+        if _differs(root, DEFAULT_RESULTS):
             settings.append(f"results={root}")
-    files = os.environ.get(CONFIGFILES_ENV, "")
-    return (f"snakemake {path}{' --force' if force else ''} --cores 1" + (f" --configfile {files}" if files else "")
-            + (f" --config {' '.join(settings)}" if settings else ""))
+    return command(str(path), force, settings)
 
 
 def verify(path: str | Path) -> None:
@@ -191,9 +243,15 @@ def read_seal(target: Path) -> dict:
     """A seal's record; ``ValueError`` when it is not JSON or not a JSON object (``null``, ``42``,
     ``[]``: a seal damaged or written by something else)."""
     record = json.loads(target.read_text())
-    if not isinstance(record, dict) or not isinstance(record.get("bytes"), int):
+    if not isinstance(record, dict) or not _count(record.get("bytes")):
         raise ValueError(f"not a seal's record but {json.dumps(record)[:40]}")
+    if "rows" in record and not _count(record["rows"]):
+        raise ValueError(f"its rows are not a count but {json.dumps(record['rows'])[:40]}")
     return record
+
+
+def _count(value) -> bool:
+    return type(value) is int and value >= 0  # not a bool, a float or a string
 
 
 def _replace_text(target: Path, text: str) -> None:
@@ -217,7 +275,18 @@ def sweep(root: str | Path) -> list[tuple[Path, Path, str]]:
     root = Path(root)
     if not root.is_dir():
         return moved
-    for path in sorted(sealed(root)):  # sealed here once, its seal gone: unverified, so rebuilt
+    try:
+        listed = sealed(root)
+    except DamagedFile as e:  # named, moved aside and made again from the seals here: never blocks a run
+        manifest = root / MANIFEST
+        moved.append(_set_aside(manifest, e.why))
+        if moved[-1][1] != manifest:
+            try:
+                _relist(root)
+            except OSError:
+                pass
+        listed = set()
+    for path in sorted(listed):  # sealed here once, its seal gone: unverified, so rebuilt
         if path.exists() and not seal_path(path).exists() and not path.name.endswith(".damaged"):
             moved.append(_set_aside(path, "its seal is missing, so it cannot be checked"))
     for target in root.rglob(f"*{SUFFIX}"):
@@ -249,6 +318,17 @@ def sweep(root: str | Path) -> list[tuple[Path, Path, str]]:
                 why = f"{stat.st_size:,} bytes where {record['bytes']:,} were written"
         moved.append(_set_aside(path, why, target))
     return moved
+
+
+def swept(path: Path, aside: Path, why: str) -> str:
+    """The line a run says, before its DAG is built, for each file ``sweep`` found damaged."""
+    where = f"moved to {aside}" if aside != path else "left in place"
+    if path.name == MANIFEST:
+        fix = (f"listed again from the seals under {path.parent}; nothing to do" if aside != path
+               else f"remove it with `rm -r {path}` (a run lists again the seals it finds)")
+        return f"{path}, the list of what {path.parent} has sealed, is damaged ({why}): {where}, never read; {fix}."
+    return (f"{path} is damaged ({why}): {where}, never read; it is rebuilt when a job needs it, "
+            f"or now with `{rebuild_command(path, force=False)}`.")
 
 
 def _set_aside(path: Path, why: str, seal: Path | None = None) -> tuple[Path, Path, str]:

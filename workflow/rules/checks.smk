@@ -21,13 +21,29 @@ def catalogue_id_targets(argv):
     return [ids[w.lower()] for w in argv if w.lower() in ids and not Path(w).exists()]
 
 
+def config_words(argv):
+    """The command line's `--config` (`-C`) words, as typed: a suggested command repeats them."""
+    words, inside = [], False
+    for w in argv:
+        if w.startswith("--config="):
+            words.append(w.split("=", 1)[1])
+            inside = False
+        elif w in ("--config", "-C"):
+            inside = True
+        elif inside and w.startswith("-"):
+            inside = False
+        elif inside:
+            words.append(w)
+    return [shlex.quote(w) for w in words]
+
+
 if workflow.is_main_process and catalogue_id_targets(sys.argv[1:]):
     _named = catalogue_id_targets(sys.argv[1:])
     stop(
         f"{', '.join(_named)} {'is a catalogue id' if len(_named) == 1 else 'are catalogue ids'}, not {'a target' if len(_named) == 1 else 'targets'}: "
-        f"build {'it' if len(_named) == 1 else 'them'} with `snakemake "
-        f"{' '.join(paths.target(e) for e in _named)}` (the id in lower case, - as _); "
-        "`snakemake --list-target-rules` lists every target."
+        f"build {'it' if len(_named) == 1 else 'them'} with "
+        f"`{integrity.command(' '.join(paths.target(e) for e in _named), settings=config_words(sys.argv[1:]), cores=False)}` "
+        "(the id in lower case, - as _); `snakemake --list-target-rules` lists every target."
     )
 
 
@@ -128,9 +144,7 @@ def sweep_damaged():
     from reluinit import integrity
 
     for path, aside, reason in integrity.sweep(RESULTS):
-        where = f"moved to {aside}" if aside != path else "left in place"
-        print(f"{path} is damaged ({reason}): {where}, never read; it is rebuilt when a job needs it, "
-              f"or now with `{integrity.rebuild_command(path, force=False)}`.", file=sys.stderr)
+        print(integrity.swept(path, aside, reason), file=sys.stderr)
 
 
 # Command-line words after which Snakemake plans, lists or reports but runs no job.

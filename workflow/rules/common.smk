@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import time
 import re
+import shlex
 import sys
 from pathlib import Path
 from types import SimpleNamespace

@@ -73,6 +73,11 @@ UNDEFINED = {
     **{f"chi_measured_{stage}{sd}": "pruning emptied a layer: no signal passes, chi is undefined"
        for stage in ("dense", "pruned", "rescaled", "rescaled_random", "rescaled_redrawn") for sd in ("", "_sd")},
 }
+# Settings columns a table may leave empty in every row: a setting its runs do not have (RP's tables
+# of nets named by init and method have no `setup`; its convolutional nets no `depth`). Any other
+# numeric column with no value in the whole table was measured and lost: its NaN count
+# (``jobs.nonfinite``), so the writer refuses it and a claim that reads it is "invalid".
+UNSET = frozenset({"depth", "setup"})
 # A training run's history: the row before training (epoch 0) has taken no step, and the row of the
 # epoch a run diverged has no loss. Not a number that went missing: figures do not count them.
 HISTORY = {col: "the row before training, or of the epoch a run diverged: no training step to measure"

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .. import integrity
+from .catalogue import UNSET
 
 # A job's log marks what the user should do with this; the workflow's final words repeat the
 # newest such line of the run (the Snakefile's `onerror`).
@@ -101,10 +102,11 @@ class NotFinite(ValueError):
 def nonfinite(table: pd.DataFrame, columns=None, rows=None) -> dict[str, str]:
     """``{column: "3 NaN, 1 inf"}`` for each numeric column (of ``columns``, default all) that holds
     values that are not finite numbers in ``rows`` (an index of ``table``; default all): pandas'
-    aggregates and seaborn skip them without a word. A column with no value at all is not measured
-    in this table (a setting its runs do not have, such as RP-T5's ``depth``), and a table that stacks
-    kinds of rows (its ``kind`` column: a training run's epochs beside its measurements) leaves each
-    kind's columns empty on the other kinds' rows: such blanks are not counted."""
+    aggregates and seaborn skip them without a word. A table that stacks kinds of rows (its ``kind``
+    column: a training run's epochs beside its measurements) leaves each kind's columns empty on the
+    other kinds' rows: such blanks are not counted. A column with no value in the whole table is
+    counted (measured, and lost) unless it is a setting these runs do not have (``catalogue.UNSET``,
+    such as RP-T5's ``depth``)."""
     kinds = [g.index for _, g in table.groupby("kind", dropna=False)] if "kind" in table else [table.index]
     found = {}
     for col in table.columns if columns is None else columns:
@@ -112,10 +114,13 @@ def nonfinite(table: pd.DataFrame, columns=None, rows=None) -> dict[str, str]:
         if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
             continue
         bad = ~np.isfinite(values.astype(float))
-        counted = pd.Series(False, index=table.index)
-        for index in kinds:
-            if not values[index].isna().all():  # a column with no value at all here: not measured here
-                counted[index] = bad[index]
+        if values.isna().all():  # no value anywhere: a setting these runs lack, or a measurement lost
+            counted = bad.copy() if col not in UNSET else pd.Series(False, index=table.index)
+        else:
+            counted = pd.Series(False, index=table.index)
+            for index in kinds:
+                if not values[index].isna().all():  # another kind's column, empty on this kind's rows
+                    counted[index] = bad[index]
         if rows is not None:
             counted = counted[rows]
         nan = int((counted & values.isna()).sum())

@@ -271,7 +271,8 @@ NUMPY = frozenset({
     "max", "maximum", "mean", "median", "min", "minimum", "nan", "nanmax", "nanmean", "nanmin", "percentile", "pi",
     "polyfit", "prod", "quantile", "round", "sign", "sqrt", "std", "sum", "var", "where"})
 # Methods and attributes of tables, series, group-bys, arrays and strings a claim may use (a table's
-# declared columns are attributes too). None writes, reads or evaluates text.
+# declared columns are attributes too, but for one named as pandas names an attribute: PANDAS_NAMES). None
+# writes, reads or evaluates text.
 METHODS = frozenset({
     "abs", "agg", "aggregate", "all", "any", "apply", "astype", "between", "clip", "contains", "corr", "count", "cov",
     "cummax", "cummin", "cumprod", "cumsum", "diff", "drop_duplicates", "dropna", "empty", "endswith", "fillna",
@@ -283,6 +284,13 @@ METHODS = frozenset({
 # Methods that take a function, or a method's name as a string (pandas then calls that method: ``agg('to_csv',
 # path)`` would write a file): their string arguments must name an allowed method or a column.
 TAKERS = frozenset({"agg", "aggregate", "apply", "pipe", "transform"})
+# Every name pandas (or numpy) answers as an attribute of a table, series, group-by, index or array.
+# ``t.to_csv`` is the method even where the table has a column ``to_csv``: a declared column of such a
+# name is no attribute a claim may use (read it as ``t['to_csv']``), so declaring it opens nothing.
+PANDAS_NAMES = frozenset(name for kind in (pd.DataFrame, pd.Series, pd.Index, pd.core.groupby.DataFrameGroupBy,
+                                           pd.core.groupby.SeriesGroupBy, np.ndarray) for name in dir(kind))
+# The largest power a claim may write as a number (``x ** 2``): ``10 ** 10 ** 10`` would compute for ever.
+MAX_EXPONENT = 100
 _NODES = (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv,
           ast.Mod, ast.Pow, ast.BitAnd, ast.BitOr, ast.BitXor, ast.UnaryOp, ast.USub, ast.UAdd, ast.Not, ast.Invert,
           ast.Compare, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.In, ast.NotIn, ast.Is, ast.IsNot,
@@ -307,6 +315,7 @@ def check_expression(claim_id: str, field: str, expression: str, columns=()) -> 
         tree = ast.parse(expression, mode="eval")
     except SyntaxError as e:
         raise ValueError(f"claim {claim_id}: its {field} is not a Python expression ({e.msg}): {expression}") from None
+    attributes = METHODS | {c for c in columns if c not in PANDAS_NAMES}
     columns = set(columns)
     bound = {n.arg for n in ast.walk(tree) if isinstance(n, ast.arg)} | {
         n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
@@ -330,19 +339,37 @@ def check_expression(claim_id: str, field: str, expression: str, columns=()) -> 
             if node.id.startswith("__") or (node.id not in names and id(node) not in numpy_refs):
                 found.append((at, repr(node.id)))
         elif isinstance(node, ast.Attribute):
-            ok = node.attr in NUMPY if id(node.value) in numpy_refs else node.attr in METHODS | columns
+            ok = node.attr in NUMPY if id(node.value) in numpy_refs else node.attr in attributes
             if not ok or node.attr.startswith("_"):
-                found.append((node.end_col_offset - len(node.attr), repr(node.attr)))
+                column = (f" (a pandas method or attribute, not its column {node.attr}: read that as t[{node.attr!r}])"
+                          if node.attr in columns and id(node.value) not in numpy_refs else "")
+                found.append((node.end_col_offset - len(node.attr), repr(node.attr) + column))
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and _too_high(node):
+            found.append((at, f"the power {ast.unparse(node)[:40]!r} (an exponent written in numbers is one "
+                              f"number of at most {MAX_EXPONENT}, and a power of numbers is not raised again)"))
         elif isinstance(node, ast.Constant) and not isinstance(node.value, (int, float, str, bool, type(None))):
             found.append((at, f"the constant {node.value!r}"))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in TAKERS:
             for arg in [*node.args, *(k.value for k in node.keywords)]:
-                bad = _unwritten(arg, METHODS | columns, bound, numpy_refs)
+                bad = _unwritten(arg, attributes, bound, numpy_refs)
                 if bad is not None:
                     shown = repr(bad.value) if isinstance(bad, ast.Constant) else ast.unparse(bad)[:40]
                     found.append((bad.col_offset, f"{node.func.attr}({shown})"))
     if found:
         refuse(min(found, key=lambda f: f[0])[1])  # the first in the text (of a tie, the outer node)
+
+
+def _too_high(node: ast.BinOp) -> bool:
+    """Whether a power could compute for ever on Python's integers: an exponent written as numbers
+    only that is not one number of at most ``MAX_EXPONENT``, or a power of numbers raised again."""
+    def written(n):  # numbers and operators only: Python computes it exactly, however large
+        return all(isinstance(x, (ast.Constant, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop)) for x in ast.walk(n))
+
+    exponent = node.right.operand if isinstance(node.right, ast.UnaryOp) else node.right
+    if written(node.right) and not (isinstance(exponent, ast.Constant) and isinstance(exponent.value, (int, float))
+                                    and not isinstance(exponent.value, bool) and abs(exponent.value) <= MAX_EXPONENT):
+        return True
+    return written(node) and any(isinstance(x, ast.BinOp) and isinstance(x.op, ast.Pow) for x in ast.walk(node.left))
 
 
 def _unwritten(node: ast.AST, named: set, bound: set, numpy_refs: set) -> ast.AST | None:
