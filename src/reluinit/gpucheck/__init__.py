@@ -2,7 +2,7 @@
 
     python -m reluinit.gpucheck --out DIR [--device auto] [--budget-s 480] [--tiny] [--data-dir DIR]
 
-Plain Python (no Snakemake, no papermill: a lent GPU machine has neither). Stages run in order of
+Plain Python (no Snakemake, no papermill: a GPU machine borrowed for minutes may have neither). Stages run in order of
 value; each writes its CSV into ``DIR`` as soon as it finishes, and the report is rewritten after
 every stage, so a run cut short keeps what it measured. Before a stage starts, its estimated
 seconds are held against what is left of ``--budget-s``: a stage that cannot fit is skipped, and

@@ -1,4 +1,4 @@
-"""Paper-scale training parts on whatever machine is at hand for a few minutes (a lent GPU), with
+"""Paper-scale training parts on whatever machine is at hand for a few minutes (a GPU, say), with
 no Snakemake and no papermill:
 
     python -m reluinit.harvest --budget-s 600 --data-dir data --out harvest [--device auto] [--only TG-F6]

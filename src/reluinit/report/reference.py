@@ -219,11 +219,20 @@ def _harvested(results: Path, exp: str, part: str) -> dict:
 
 def _with_digests(row: dict, out: Path) -> dict:
     """A carried part row, with the digests of its file in the reference where the row has none
-    (exported before parts carried them)."""
+    (exported before parts carried them). A part folded into its experiment's finished table before
+    then is no longer kept: its SHA-256 and bytes are unknown, and its rows are counted from the
+    table's ``part`` column."""
     if isinstance(row.get("sha256"), str):
         return row
     kept = kept_part(out, row["experiment"], row["part"])
-    return row | digests(part_bytes(kept)) if kept else row
+    if kept:
+        return row | digests(part_bytes(kept))
+    table = Path(paths.existing_table(str(out), row["experiment"]))
+    if table.exists() and pd.isna(pd.to_numeric(row.get("rows"), errors="coerce")):
+        done = pd.read_csv(table, usecols=lambda c: c == "part")
+        if "part" in done:
+            return row | {"rows": int((done["part"] == row["part"]).sum())}
+    return row
 
 
 # A part a run left unfinished (a harvest's budget ran out) keeps its checkpoints in the reference
