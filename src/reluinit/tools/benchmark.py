@@ -3,6 +3,9 @@
     python -m reluinit.tools.benchmark trajectories [--width 784] [--depth 20] [--points 10001]
                                               [--chunk 2047] [--dtype float32] [--device auto]
     python -m reluinit.tools.benchmark pruning [--batch 256] [--rounds 100] [--device auto] [--against DIR] [--floor]
+    python -m reluinit.tools.benchmark pruning --against DIR --masks [--model resnet20] [--density 0.1]
+                                              [--batch 256] [--batches 2] [--rounds 100] [--same-count]
+                                              [--methods magnitude snip grasp synflow]
     python -m reluinit.tools.benchmark training [--steps 20] [--only TG-F6 ...] [-k K] [--device auto]
     python -m reluinit.tools.benchmark training --resnet [--steps 20] [--batch 128] [--workers 4] [--epoch]
     python -m reluinit.tools.benchmark regions [--widths 16 32 64] [--depth 3] [--lines 100] [--device auto]
@@ -17,6 +20,16 @@ SNIP and GraSP on a batch of CIFAR-shaped images and with SynFlow (its rounds, f
 ``--against <Synaptic-Flow checkout>`` its pruners on its own ResNet32 (doubled filters) in its own
 layout (NCHW) and the same batch, side by side; with
 ``--floor`` the forward and backward passes alone, which any implementation of the same scores runs.
+
+``pruning --masks``: the masks of ``pruning.prune`` beside Synaptic-Flow's own (its pruners run by
+its ``prune_loop``) on its lottery ResNet (``resnet20``, seed 0, eval mode, on the CPU), copied into
+torch's own layer classes for ``prune``: magnitude, SNIP and GraSP (``--batches`` random
+CIFAR-shaped batches, cross-entropy) and SynFlow (``--rounds``, float64), globally and per layer,
+one shot or on a schedule. Per case: the weights whose keep/prune decision differs, and of those the
+ones Synaptic-Flow's count rule explains (it keeps ceil(density * n) of a pool, we round(density * n):
+the weights ranked between the two counts), the ties at its threshold (its score within ``--rtol`` of
+it) and the rest. ``--same-count`` gives its
+pruners our count, every round, to show what is left.
 
 ``training``: seconds to train K small nets of the papers one by one (``training.fit``) and as one
 stacked model (``ensemble.run_together``), the ratio, and the largest relative difference of any
@@ -48,6 +61,7 @@ the largest change over nets next to the spread across nets (their sd), and writ
 """
 
 import argparse
+import functools
 import time
 
 import torch
@@ -151,17 +165,10 @@ def _synaptic_flow(a, device, x, y):
     parameters its ``Utils/generator.py`` hands the pruners, on the same batch (made contiguous) and
     rounds. SynFlow runs its rounds as its ``prune_loop`` does (exponential schedule), on a float64
     copy. Prints the model's prunable weights beside ours."""
-    import sys
-
     from torch import nn
 
-    sys.path.insert(0, str(a.against))  # its modules import each other as top-level packages
-    try:
-        from Models.lottery_resnet import wide_resnet32
-        from Pruners import pruners as sf
-        from Utils.generator import masked_parameters
-    finally:
-        sys.path.remove(str(a.against))
+    mods = _synaptic_flow_modules(a.against)
+    sf, wide_resnet32, masked_parameters = mods.pruners, mods.lottery_resnet.wide_resnet32, mods.masked_parameters
 
     def net(dtype=torch.float32):
         torch.manual_seed(0)
@@ -179,7 +186,7 @@ def _synaptic_flow(a, device, x, y):
             pruner = sf.SynFlow(p64)
             for r in range(a.rounds):
                 pruner.score(m64, loss, [(x.double(), y)], device)
-                pruner.mask(1 - 0.01 ** ((r + 1) / a.rounds), "global")
+                pruner.mask(0.01 ** ((r + 1) / a.rounds), "global")  # its "sparsity": the fraction kept
         finally:
             torch.set_default_dtype(torch.float32)
             for mask, _ in p64:
@@ -187,6 +194,161 @@ def _synaptic_flow(a, device, x, y):
 
     return [lambda: sf.SNIP(p32).score(m32, loss, [(x, y)], device),
             lambda: sf.GraSP(p32).score(m32, loss, [(x, y)], device), synflow]
+
+
+def _synaptic_flow_modules(path):
+    """The modules of a Synaptic-Flow checkout at ``path`` (imported, not copied; they import each
+    other as top-level packages): its pruners, ``prune_loop``, lottery ResNets, layers and
+    ``masked_parameters``."""
+    import sys
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(path))
+    try:
+        from Layers import layers
+        from Models import lottery_resnet
+        from prune import prune_loop
+        from Pruners import pruners
+        from Utils.generator import masked_parameters
+    finally:
+        sys.path.remove(str(path))
+    return SimpleNamespace(layers=layers, lottery_resnet=lottery_resnet, prune_loop=prune_loop, pruners=pruners,
+                           masked_parameters=masked_parameters)
+
+
+def _as_torch_layers(model):
+    """A copy of a Synaptic-Flow model in the form ``prune`` takes: its masked conv, linear and
+    batch norm layers as the torch classes they extend (its all-ones mask buffers dropped), the
+    same weights and buffers. Its residual ``Identity2d`` scale (a parameter of ones) stays."""
+    import copy
+
+    from torch import nn
+
+    net = copy.deepcopy(model)
+    for m in net.modules():
+        base = next((b for b in (nn.Conv2d, nn.Linear, nn.BatchNorm2d, nn.BatchNorm1d) if isinstance(m, b)), None)
+        if base is not None and type(m) is not base:
+            m.__class__ = base
+            m._buffers.pop("weight_mask", None)
+            m._buffers.pop("bias_mask", None)
+    return net
+
+
+# (method, scope, schedule, rounds): where prune's options and Synaptic-Flow's coincide. None rounds:
+# --rounds. Magnitude on a schedule with nothing trained between rounds keeps what one shot keeps,
+# in both; SynFlow's default is 100 rounds on the exponential schedule.
+MASK_CASES = [("magnitude", "global", None, 1), ("magnitude", "layer", None, 1), ("magnitude", "global", "linear", 10),
+              ("snip", "global", None, 1), ("snip", "layer", None, 1),
+              ("grasp", "global", None, 1), ("grasp", "layer", None, 1),
+              ("synflow", "global", "exponential", None), ("synflow", "layer", "exponential", None),
+              ("synflow", "global", "linear", None)]
+
+
+def _mask_keeping_round(pruner, density: float, scope: str) -> None:
+    """Synaptic-Flow's ``Pruner.mask`` rule (prune every score at or below the k-th smallest of a
+    pool) with our count: k = n - round(density * n), where it takes k = int((1 - density) * n) and
+    so keeps ceil(density * n) unless density * n is a whole number. ``pruning --masks
+    --same-count``: what is left of the differences once the counts agree."""
+    pairs = pruner.masked_parameters
+    for pool in [pairs] if scope == "global" else [[pair] for pair in pairs]:
+        s = torch.cat([pruner.scores[id(p)].flatten() for _, p in pool])
+        k = len(s) - round(density * len(s))
+        if k >= 1:
+            threshold = torch.kthvalue(s, k).values
+            for mask, p in pool:
+                mask.copy_((pruner.scores[id(p)] > threshold).to(mask.dtype))
+
+
+def pruning_masks(a) -> None:
+    """``pruning --masks``: our masks beside Synaptic-Flow's own (its pruners and ``prune_loop``),
+    case by case of ``MASK_CASES``, on its ``resnet20`` (CPU, seed 0) and ``--batches`` random
+    CIFAR-shaped batches. Prints per case the weights whose keep/prune decision differs and sorts
+    them: the count rule (it keeps ``N - int((1 - d) N)`` weights of a pool, we ``round(d N)``: weights
+    ranked between the two counts in its order), then ties (its final score within ``--rtol`` of its
+    threshold) and the rest."""
+    import contextlib
+    import io
+
+    from ..pruning import prune
+
+    sf = _synaptic_flow_modules(a.against)
+    torch.manual_seed(0)
+    base = getattr(sf.lottery_resnet, a.model)((3, 32, 32), 10).eval()  # eval: prune_loop's default
+    gen = torch.Generator().manual_seed(1)
+    batches = [(torch.randn(a.batch, 3, 32, 32, generator=gen), torch.randint(0, 10, (a.batch,), generator=gen))
+               for _ in range(a.batches)]
+    ours_net = _as_torch_layers(base).eval()
+    with torch.no_grad():
+        same = torch.equal(ours_net(batches[0][0]), base(batches[0][0]))
+    n = sum(p.numel() for _, p in sf.masked_parameters(base))
+    print(f"Synaptic-Flow {a.model}, {n:,} prunable weights, density {a.density}, {a.batches} batches of {a.batch}, "
+          f"eval mode, CPU, {torch.get_num_threads()} threads; our copy's outputs {'equal' if same else 'DIFFER'}"
+          + ("; its count set to ours (--same-count)" if a.same_count else ""))
+    print(f"{'method':9s} {'scope':6s} {'schedule':17s} {'compared':>8s} {'kept ours':>9s} {'theirs':>7s} "
+          f"{'differ':>6s} {'count':>5s} {'ties':>5s} {'other':>5s}")
+    for method, scope, schedule, rounds in [case for case in MASK_CASES if case[0] in a.methods]:
+        rounds = rounds or a.rounds
+        theirs, scores = _their_masks(sf, base, method, scope, schedule or "exponential", rounds, a.density, batches,
+                                      a.same_count)
+        kwargs = {"in_shape": (3, 32, 32)} if method == "synflow" else {"data": batches} if method != "magnitude" else {}
+        if schedule:
+            kwargs |= {"schedule": schedule, "rounds": rounds}
+        with contextlib.redirect_stdout(io.StringIO()):
+            ours = list(prune(ours_net, method, a.density, scope=scope, **kwargs).values())
+        assert [m.shape for m in ours] == [m.shape for m in theirs]
+        pools = [list(range(len(ours)))] if scope == "global" else [[i] for i in range(len(ours))]
+        differ = ties = count = 0
+        for pool in pools:
+            o, t = (torch.cat([ms[i].flatten() for i in pool]) for ms in (ours, theirs))
+            s = torch.cat([scores[i].flatten() for i in pool]).double()
+            k = len(s) - round(a.density * len(s)) if a.same_count else int((1.0 - a.density) * len(s))
+            threshold = torch.kthvalue(s, k).values  # its last threshold, as it takes it
+            d = o != t
+            rank = torch.empty(len(s), dtype=torch.long)
+            rank[torch.argsort(s, descending=True, stable=True)] = torch.arange(len(s))
+            lo, hi = sorted((int(o.sum()), int(t.sum())))
+            by_count = d & (rank >= lo) & (rank < hi)  # the places one count has and the other not
+            tie = d & ~by_count & ((s - threshold).abs() <= a.rtol * threshold.abs())
+            differ, ties, count = differ + int(d.sum()), ties + int(tie.sum()), count + int(by_count.sum())
+        kept_ours, kept_theirs = sum(int(m.sum()) for m in ours), sum(int(m.sum()) for m in theirs)
+        label = f"{schedule}, {rounds}" if schedule else "one shot"
+        print(f"{method:9s} {scope:6s} {label:17s} {n:8,d} {kept_ours:9,d} {kept_theirs:7,d} "
+              f"{differ:6d} {count:5d} {ties:5d} {differ - ties - count:5d}")
+
+
+def _their_masks(sf, base, method, scope, schedule, rounds, density, batches, same_count=False):
+    """Synaptic-Flow's masks and final scores of ``method`` on a fresh copy of ``base``, by its own
+    ``prune_loop`` (eval mode; SynFlow in float64, as ours always scores, its all-ones input made in
+    the default type: float64 while it runs). ``same_count``: its pruner thresholds with our count
+    (``_mask_keeping_round``)."""
+    import contextlib
+    import copy
+    import io
+
+    from torch import nn
+
+    pruner_class = {"magnitude": sf.pruners.Mag, "snip": sf.pruners.SNIP, "grasp": sf.pruners.GraSP,
+                    "synflow": sf.pruners.SynFlow}[method]
+    model = copy.deepcopy(base)
+    data = batches
+    if method == "synflow":
+        model, data = model.double(), [(x.double(), y) for x, y in batches]
+    params = list(sf.masked_parameters(model))
+    pruner = pruner_class(params)
+    if same_count:
+        pruner.mask = functools.partial(_mask_keeping_round, pruner)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(model.fc.weight.dtype)
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(out), contextlib.redirect_stdout(out):  # its tqdm bar
+            sf.prune_loop(model, nn.CrossEntropyLoss(), pruner, data, torch.device("cpu"), density, schedule,
+                          "global" if scope == "global" else "local", rounds)
+    except SystemExit:  # its loop quits after pruning when the kept count is 5 or more off density * N
+        print(f"  (its prune_loop's final count check quit, the masks set: {out.getvalue().strip().splitlines()[-1]})")
+    finally:
+        torch.set_default_dtype(previous)
+    return [m.bool() for m, _ in params], [pruner.scores[id(p)].detach() for _, p in params]
 
 
 def regioncam_faces(net, half_side: float) -> list[int]:
@@ -504,6 +666,14 @@ def main() -> None:
     q.add_argument("--device", default="auto")
     q.add_argument("--against", metavar="DIR", help="a Synaptic-Flow checkout: time its pruners beside ours")
     q.add_argument("--floor", action="store_true", help="also time the passes alone (their forward and backward passes)")
+    q.add_argument("--masks", action="store_true", help="with --against: compare masks with its pruners' instead of timing")
+    q.add_argument("--model", default="resnet20", help="--masks: its lottery ResNet (default resnet20)")
+    q.add_argument("--density", type=float, default=0.1, help="--masks: the fraction of weights kept")
+    q.add_argument("--batches", type=int, default=2, help="--masks: random batches for SNIP and GraSP")
+    q.add_argument("--methods", nargs="+", default=["magnitude", "snip", "grasp", "synflow"],
+                   help="--masks: only these methods' cases")
+    q.add_argument("--same-count", action="store_true", help="--masks: its pruners keep round(d n) weights, as ours")
+    q.add_argument("--rtol", type=float, default=1e-5, help="--masks: a score this close to the threshold is a tie")
     t = sub.add_parser("training")
     t.add_argument("--resnet", action="store_true", help="the engine on ResNet32 against a DataLoader")
     t.add_argument("--only", nargs="+", help="ensembles: only these nets (TG-F6, RP-F3, EP-F7; a prefix)")
@@ -523,6 +693,10 @@ def main() -> None:
     a = top.parse_args()
     if a.what == "regions":
         return regions(a)
+    if a.what == "pruning" and a.masks:
+        if not a.against:
+            top.error("pruning --masks compares with Synaptic-Flow: give --against <its checkout>")
+        return pruning_masks(a)
     if a.what == "pruning":
         return pruning(a)
     if a.what == "training":
