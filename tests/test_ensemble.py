@@ -30,6 +30,7 @@ TEST64 = DeviceData.from_split(datasets.digits(False), "cpu", like=TRAIN64, dtyp
 FAMILIES = {
     "TG-F6": ("ffnn", "relu", 16, 4, 1.4, 0.01, dict(optimizer="adam", lr=3e-3), False, None),
     "RP-F3": ("ffnn", "tanh", 16, 6, 1.2, 0.2, dict(optimizer="sgd", lr=0.3, momentum=0.0), True, None),
+    "RP-F5": ("ffnn", "elu", 16, 6, 1.23, 0.2, dict(optimizer="sgd", lr=0.3, momentum=0.0), True, None),
     "RP-T4": ("cnn", "tanh", 8, 4, 1.2, 0.2, dict(optimizer="sgd", lr=0.5, momentum=0.0), True, None),
     "EP-F7": ("ffnn", "hardtanh", 16, 4, 1.0, 0.0, dict(optimizer="sgd", lr=0.05, momentum=0.9), False, 1),
     "LR": ("ffnn", "relu", 16, 3, 1.414, 0.0, dict(optimizer="adam", lr=1e-2), False, None),
