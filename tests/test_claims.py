@@ -5,12 +5,14 @@ test_workflow.py."""
 
 import re
 from html import escape
+from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
 from conftest import ROOT
+from reluinit import integrity
 from reluinit.pipeline import catalogue
 from reluinit.report import claims
 
@@ -383,7 +385,7 @@ def test_a_claim_naming_a_missing_column_names_the_table_and_its_columns_and_the
     assert f"{jobs.TODO_PREFIX}claim T-1: table OP-F1 has no column(s) missing_col" in caplog.text
 
 
-def test_a_full_disk_names_the_folder_and_says_to_free_space_and_rerun(caplog):
+def test_a_full_disk_names_the_folder_and_says_to_free_space_and_rerun(caplog, tmp_path):
     import errno
 
     from reluinit.pipeline import jobs
@@ -395,6 +397,20 @@ def test_a_full_disk_names_the_folder_and_says_to_free_space_and_rerun(caplog):
     assert todo == [f"{jobs.TODO_PREFIX}the disk holding results/quick/OP is full (No space left on device): free "
                     "space there (`df -h results/quick/OP` shows how much is left) and run the same snakemake "
                     "command again; the jobs that finished are kept"]
+    caplog.clear()
+    # as a full disk really fails: a write() raises with no file name (pandas' to_csv, a seal's text);
+    # the file being written is named, not the working folder (results= may be on another disk)
+    def fills(tmp):
+        Path(tmp).write_text("half a table")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    target = tmp_path / "elsewhere" / "results" / "quick" / "OP" / "OP-F1.csv"
+    with pytest.raises(OSError) as err:
+        integrity.write_atomic(target, fills)
+    assert not list(target.parent.iterdir())  # no half file left behind, no seal
+    with caplog.at_level("ERROR", logger="reluinit"):
+        jobs._log_uncaught(OSError, err.value, None)
+    assert f"the disk holding {target.parent} is full (No space left on device)" in caplog.text
     caplog.clear()
     with caplog.at_level("ERROR", logger="reluinit"):
         jobs._log_uncaught(OSError, OSError(errno.EACCES, "Permission denied", "x"), None)

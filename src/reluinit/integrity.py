@@ -16,6 +16,7 @@ what is wrong, and the command that rebuilds it.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -62,12 +63,18 @@ def write_atomic(path: str | Path, write, shape: dict | None = None) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
-    stat = tmp.stat()  # a rename keeps it: the file's size and time as the seal records them
-    record = {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest(tmp), **(shape or {})}
-    target = seal_path(path)
-    previous = digest(path) if path.exists() else None
-    _replace_text(target, json.dumps({"file": path.name, **record, "previous_sha256": previous}) + "\n")
+    try:
+        write(tmp)
+        stat = tmp.stat()  # a rename keeps it: the file's size and time as the seal records them
+        record = {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest(tmp), **(shape or {})}
+        target = seal_path(path)
+        previous = digest(path) if path.exists() else None
+        _replace_text(target, json.dumps({"file": path.name, **record, "previous_sha256": previous}) + "\n")
+    except OSError as e:
+        tmp.unlink(missing_ok=True)  # half a file, and on a full disk the space it holds
+        if e.errno == errno.ENOSPC and not e.filename:  # a write() names no file: name the one it was for,
+            raise OSError(e.errno, e.strerror, str(path)) from e  # so the full disk is the right one
+        raise
     os.replace(tmp, path)
     _list_sealed(path)
 
