@@ -296,14 +296,19 @@ ESCAPES = [
 ]
 
 
-@pytest.mark.parametrize(("field", "expression", "construct"), ESCAPES, ids=[e[1][:40] for e in ESCAPES])
-def test_a_claim_that_tries_to_run_code_is_refused_when_the_file_loads(field, expression, construct, tmp_path):
-    claim = {**vars(_claim()), field: expression}
+def _refusal(claim: dict, tmp_path) -> tuple:
+    """A claims.yaml holding ``claim`` alone, and the message ``claims.load`` refuses it with."""
     path = tmp_path / "claims.yaml"
     path.write_text(yaml.safe_dump({"claims": [claim]}))
     with pytest.raises(ValueError) as err:
         claims.load(path)
-    message = str(err.value)
+    return path, str(err.value)
+
+
+@pytest.mark.parametrize(("field", "expression", "construct"), ESCAPES, ids=[e[1][:40] for e in ESCAPES])
+def test_a_claim_that_tries_to_run_code_is_refused_when_the_file_loads(field, expression, construct, tmp_path):
+    claim = {**vars(_claim()), field: expression}
+    path, message = _refusal(claim, tmp_path)
     assert message.startswith(f"{path}, line 2: claim {claim['id']}: its {field} uses ") and construct in message, message
     assert "which claims may not" in message
 
@@ -324,11 +329,7 @@ def test_a_declared_column_named_as_a_pandas_method_opens_no_method(field, expre
     """`columns: [init, to_csv]` with `measure: t.to_csv('/tmp/x')` loaded (declared columns were
     allowed as attributes, and pandas answers the method): refused, naming the claim and the column."""
     claim = {**vars(_claim()), "columns": ["init", "layer", "act_ratio", column], field: expression}
-    path = tmp_path / "claims.yaml"
-    path.write_text(yaml.safe_dump({"claims": [claim]}))
-    with pytest.raises(ValueError) as err:
-        claims.load(path)
-    message = str(err.value)
+    path, message = _refusal(claim, tmp_path)
     assert message.startswith(f"{path}, line 2: claim {claim['id']}: its {field} uses "), message
     assert f"{column!r}" in message and "which claims may not" in message, message
     if "agg" not in expression and "apply" not in expression:
