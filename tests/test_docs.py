@@ -155,6 +155,9 @@ MESSAGES = [
     "its rows are not a count",
     "a pandas method or attribute, not its column",
     "the power '10 ** 10 ** 10'",
+    "is not the recorded",
+    "parts.csv has no record of part",
+    "rename it back with",
 ]
 
 

@@ -134,7 +134,14 @@ def test_restore_refuses_a_renamed_part(exported, tmp_path):
     restored, _, refused = reference.restore(exported, tmp_path / "again")
     assert [f.stem for f in restored] == ["gaussian"]
     assert refused == [f"{renamed}: parts.csv has no record of part 'sphere' of TG-F3a (renamed, or not exported): "
-                       f"rebuild it with `snakemake {tmp_path / 'again' / 'TG' / 'TG-F3a' / 'sphere.csv'} --cores 1`"]
+                       f"rename it back with `mv {renamed} {part}` and restore again"]
+    part_gz = exported / "TG" / "TG-F3a" / "gaussian.csv.gz"  # no recorded name left to go back to: it goes
+    extra = part_gz.with_name("extra.csv.gz")
+    extra.write_bytes(part_gz.read_bytes())
+    refused = reference.restore(exported, tmp_path / "fourth")[2]
+    assert f"{extra}: parts.csv has no record of part 'extra' of TG-F3a (renamed, or not exported): delete it (`rm {extra}`)" \
+        in "\n".join(refused)
+    extra.unlink()
     # a part renamed onto another's recorded name is caught by its digest
     (exported / "TG" / "TG-F3a" / "gaussian.csv.gz").unlink()
     renamed.rename(exported / "TG" / "TG-F3a" / "gaussian.csv")

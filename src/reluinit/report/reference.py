@@ -409,7 +409,8 @@ def restore(root: str | Path, results: str | Path, scale: str = "paper",
             now[exp] = fingerprints(exp, config_file, scale)
         fix = f"rebuild it with `{integrity.rebuild_command(target, force=False)}`"
         if (exp, part) not in made.index:
-            refused.append(f"{f}: parts.csv has no record of part {part!r} of {exp} (renamed, or not exported): {fix}")
+            refused.append(f"{f}: parts.csv has no record of part {part!r} of {exp} (renamed, or not exported): "
+                           f"{_unrecorded_fix(f, exp, made, root)}")
             continue
         then = made.loc[(exp, part)].to_dict()
         stale = [k for k in ("code", "settings") if then.get(k) != now[exp][k]]
@@ -427,9 +428,10 @@ def restore(root: str | Path, results: str | Path, scale: str = "paper",
             refused.append(f"{f}: parts.csv records no digest for it, so it cannot be checked: {fix}")
             continue
         found = digests(data, table)
-        wrong = [k for k in DIGESTS if str(found[k]) != str(then[k]).removesuffix(".0")]
+        recorded = {k: str(then[k]).removesuffix(".0") for k in DIGESTS}  # bytes and rows read back as floats
+        wrong = [k for k in DIGESTS if str(found[k]) != recorded[k]]
         if wrong:
-            refused.append(f"{f}: altered: its {', '.join(f'{k} {found[k]} is not the recorded {then[k]}' for k in wrong)}; "
+            refused.append(f"{f}: altered: its {', '.join(f'{k} {found[k]} is not the recorded {recorded[k]}' for k in wrong)}; "
                            f"{fix}")
             continue
         integrity.write_atomic(target, lambda tmp, data=data: Path(tmp).write_bytes(data),
@@ -441,6 +443,18 @@ def restore(root: str | Path, results: str | Path, scale: str = "paper",
             shutil.copytree(folder, target)
             restored.append(target)
     return restored, left_out, refused
+
+
+def _unrecorded_fix(f: Path, exp: str, made: pd.DataFrame, root: Path) -> str:
+    """What to do with a part file ``parts.csv`` does not name: where it is the one such file and one
+    recorded part has no file, it is that part renamed and goes back to its name (restore then
+    checks its digests); otherwise it goes (a part restore does not bring back is made by its job)."""
+    recorded = set(made.loc[exp].index) if exp in made.index.get_level_values(0) else set()
+    names = {p.name.removesuffix(".gz").removesuffix(".csv") for p in f.parent.glob("*.csv*")}
+    lacking, unrecorded = sorted(recorded - names), names - recorded
+    if len(lacking) == 1 and len(unrecorded) == 1:
+        return f"rename it back with `mv {f} {f.with_name(lacking[0] + ''.join(f.suffixes))}` and restore again"
+    return f"delete it (`rm {f}`): a part restore does not bring back is made again by its job"
 
 
 def refingerprint(root: str | Path) -> list[str]:
