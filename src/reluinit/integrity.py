@@ -36,6 +36,11 @@ def seal_path(path: str | Path) -> Path:
     return path.with_name(path.name + SUFFIX)
 
 
+def sealed_file(seal: Path) -> Path:
+    """The file ``seal`` is the seal of (``seal_path``'s inverse)."""
+    return seal.with_name(seal.name[: -len(SUFFIX)])
+
+
 def digest(path: str | Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -111,14 +116,21 @@ def sealed(tree: str | Path) -> set[Path]:
         text = listed.read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         why = "not UTF-8 text" if isinstance(e, UnicodeDecodeError) else (e.strerror or str(e)).lower()
-        damaged = DamagedFile(f"{listed}, the list of what {tree} has sealed, is damaged ({why}): remove it with "
-                              f"`rm -r {listed}` (a run lists again the seals it finds)")
+        damaged = DamagedFile(f"{_manifest_damaged(listed, why)}: {_remove_manifest(listed)}")
         damaged.why = why
         raise damaged from None
     inside, home = os.path.normpath(tree.absolute()), tree.resolve()
     return {tree / line for line in text.splitlines()
             if line and Path(os.path.normpath(Path(inside) / line)).is_relative_to(inside)
             and (tree / line).resolve().is_relative_to(home)}
+
+
+def _manifest_damaged(manifest: Path, why: str) -> str:
+    return f"{manifest}, the list of what {manifest.parent} has sealed, is damaged ({why})"
+
+
+def _remove_manifest(manifest: Path) -> str:
+    return f"remove it with `rm -r {manifest}` (a run lists again the seals it finds)"
 
 
 def _lost_seal(path: Path) -> bool:
@@ -135,8 +147,7 @@ def _lost_seal(path: Path) -> bool:
 
 def _relist(tree: Path) -> None:
     """``MANIFEST`` made again from the seals under ``tree`` whose files are there."""
-    lines = sorted(str(t.with_name(t.name[: -len(SUFFIX)]).relative_to(tree)) for t in tree.rglob(f"*{SUFFIX}")
-                   if t.with_name(t.name[: -len(SUFFIX)]).is_file())
+    lines = sorted(str(f.relative_to(tree)) for f in map(sealed_file, tree.rglob(f"*{SUFFIX}")) if f.is_file())
     _replace_text(tree / MANIFEST, "".join(f"{line}\n" for line in lines))
 
 
@@ -297,7 +308,7 @@ def sweep(root: str | Path) -> list[tuple[Path, Path, str]]:
         if path.exists() and not seal_path(path).exists() and not path.name.endswith(".damaged"):
             moved.append(_set_aside(path, "its seal is missing, so it cannot be checked"))
     for target in root.rglob(f"*{SUFFIX}"):
-        path = target.with_name(target.name[: -len(SUFFIX)])
+        path = sealed_file(target)
         if path.name.endswith(".damaged") or not path.exists():
             continue
         try:
@@ -332,8 +343,8 @@ def swept(path: Path, aside: Path, why: str) -> str:
     where = f"moved to {aside}" if aside != path else "left in place"
     if path.name == MANIFEST:
         fix = (f"listed again from the seals under {path.parent}; nothing to do" if aside != path
-               else f"remove it with `rm -r {path}` (a run lists again the seals it finds)")
-        return f"{path}, the list of what {path.parent} has sealed, is damaged ({why}): {where}, never read; {fix}."
+               else _remove_manifest(path))
+        return f"{_manifest_damaged(path, why)}: {where}, never read; {fix}."
     return (f"{path} is damaged ({why}): {where}, never read; it is rebuilt when a job needs it, "
             f"or now with `{rebuild_command(path, force=False)}`.")
 

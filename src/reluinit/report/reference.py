@@ -401,7 +401,7 @@ def restore(root: str | Path, results: str | Path, scale: str = "paper",
             else pd.DataFrame())
     restored, left_out, refused, now = [], [], [], {}
     for f in sorted(root.glob("*/*/*.csv*")):
-        exp, part = f.parent.name, f.name.removesuffix(".gz").removesuffix(".csv")
+        exp, part = f.parent.name, _part_name(f)
         target = Path(results) / f.relative_to(root).with_suffix("" if f.suffix == ".gz" else ".csv")
         if exp not in catalogue.ENTRIES or target.exists():
             continue
@@ -445,12 +445,17 @@ def restore(root: str | Path, results: str | Path, scale: str = "paper",
     return restored, left_out, refused
 
 
+def _part_name(f: Path) -> str:
+    """A kept part's key, from its file's name (``group0.csv`` or ``group0.csv.gz``)."""
+    return f.name.removesuffix(".gz").removesuffix(".csv")
+
+
 def _unrecorded_fix(f: Path, exp: str, made: pd.DataFrame, root: Path) -> str:
     """What to do with a part file ``parts.csv`` does not name: where it is the one such file and one
     recorded part has no file, it is that part renamed and goes back to its name (restore then
     checks its digests); otherwise it goes (a part restore does not bring back is made by its job)."""
     recorded = set(made.loc[exp].index) if exp in made.index.get_level_values(0) else set()
-    names = {p.name.removesuffix(".gz").removesuffix(".csv") for p in f.parent.glob("*.csv*")}
+    names = {_part_name(p) for p in f.parent.glob("*.csv*")}
     lacking, unrecorded = sorted(recorded - names), names - recorded
     if len(lacking) == 1 and len(unrecorded) == 1:
         return f"rename it back with `mv {f} {f.with_name(lacking[0] + ''.join(f.suffixes))}` and restore again"
@@ -527,6 +532,9 @@ def render(root: str | Path, claims_file: str = "claims.yaml", notebooks: bool =
     runs = pd.read_csv(root / "runs.csv", dtype=TEXT)
     if (root / "training.csv").exists():
         runs.attrs["training"] = pd.read_csv(root / "training.csv")
+    if (root / "parts.csv").exists():  # parts folded into a finished table before parts carried digests
+        parts = pd.read_csv(root / "parts.csv", dtype=TEXT)
+        runs.attrs["undigested"] = sorted(parts.loc[parts["sha256"].isna(), "experiment"].unique())
     (root.parent / "README.md").write_text(reference_readme(card, runs))
     if readme:
         text = Path(readme).read_text()
@@ -590,6 +598,7 @@ def reference_readme(card: pd.DataFrame, runs: pd.DataFrame) -> str:
     def each(column: str) -> list[str]:  # a row made across sessions names several, "; "-joined
         return sorted({v for cell in runs[column].dropna() for v in str(cell).split("; ")})
     commits = ", ".join(each("commit"))
+    undigested = runs.attrs.get("undigested", [])
     machines = "; ".join(each("machine")) if "machine" in runs else "one CPU"
     out = [
         "# Reference results at the paper scale",
@@ -602,8 +611,10 @@ def reference_readme(card: pd.DataFrame, runs: pd.DataFrame) -> str:
         "(`claims.csv`, `claims/<PAPER>.csv`, `reports/scorecard.html`) and each paper's executed notebook",
         "(`reports/<PAPER>.html`). `runs.csv` lists every experiment: rows, jobs, summed job seconds, data;",
         "`parts.csv` lists the jobs of an experiment that ran across sessions (seconds, commit and CPU of each)",
-        "and what each part's file held (SHA-256, bytes, rows), which `restore` checks; TG-F5's parts were folded",
-        "into its table before parts carried digests, so they have their rows alone, counted from its `part` column.",
+        "and what each part's file held (SHA-256, bytes, rows), which `restore` checks"
+        + (f"; {' and '.join(e + chr(39) + 's' for e in undigested)} parts were folded\n"
+           "into its table before parts carried digests, so they have their rows alone, counted from its `part` column."
+           if undigested else "."),
         "",
         f"- **Code**: commit {commits} (each table's measuring code is that commit's: Snakemake reruns a job",
         "  whose code fingerprint changed).",
