@@ -113,6 +113,8 @@ def test_the_plan_lists_every_paper_job_with_its_resources(capsys):
     n_train = sum(len(catalogue.get(e).parts(settings(CONFIG, e, "paper")))
                   for e in plan.default_experiments(CONFIG, "paper") if catalogue.get(e).trains)
     assert counts["train_part"] == n_train == 805
+    # LR's nets: a job per architecture trains its 5 seeds together (rule train_LR_MNIST)
+    assert counts["train_LR_MNIST"] == 5 and "LR-MNIST/d2w48" in set(table["job"])
     t3 = table.set_index("job").loc["RP-T3/resnet104-snip-sparsity0.9-rep0"]
     assert (t3["gpu"], t3["cpus"], t3["mem_mb"], t3["runtime_h"]) == (1, 8, 64000, 48)
     # a prune job per part of an experiment that prunes, on the CPU, with its training job's memory

@@ -32,6 +32,37 @@ def test_same_seed_same_net():
     assert all(torch.equal(u, v) for u, v in zip(a[0]["weights"], b[0]["weights"]))
 
 
+def test_an_architectures_runs_train_stacked_as_each_trains_alone(tmp_path, caplog):
+    """LR's job (rule train_<spec>) trains an architecture's seeds as one stack: each run's
+    checkpoints are those it gets alone, up to float64 rounding, and each resumes from its own
+    file; with ``ensemble: false`` they train one by one, bit for bit as alone."""
+    spec = _spec(epochs=3, checkpoints=[0, 1, 3])
+    runs = [0, 1, 2]
+    alone = [lr_train.train_classifier(spec, "d2w16", lr_train.run_seed(spec, "d2w16", r), "cpu", run=r) for r in runs]
+    paths = [tmp_path / f"d2w16-run{r}.pt" for r in runs]
+    with caplog.at_level("INFO", logger="reluinit.ensemble"):
+        together = lr_train.train_runs(spec, "d2w16", runs, "cpu", resume=paths)
+    assert "training 3 runs as one stack" in caplog.text
+    for a, b in zip(alone, together):
+        assert [(s["epoch"], s["seed"], s["fingerprint"], round(s["test_acc"], 3)) for s in a] == \
+            [(s["epoch"], s["seed"], s["fingerprint"], round(s["test_acc"], 3)) for s in b]
+        for sa, sb in zip(a, b):
+            for u, v in zip(sa["weights"] + sa["biases"], sb["weights"] + sb["biases"]):
+                assert float((u - v).abs().max() / u.abs().max()) <= 1e-12
+    assert len({float(s[-1]["weights"][0].sum()) for s in together}) == 3  # three nets, not one thrice
+    caplog.clear()
+    with caplog.at_level("INFO", logger="reluinit"):  # finished: each run read back from its own file
+        again = lr_train.train_runs(spec, "d2w16", runs, "cpu", resume=paths)
+    assert all(f"resumed from {p} at epoch 3 of 3" in caplog.text for p in paths), caplog.text
+    assert all(torch.equal(u, v) for a, b in zip(together, again) for u, v in zip(a[-1]["weights"], b[-1]["weights"]))
+    off = {**spec, "recipe": {**spec["recipe"], "ensemble": False}}
+    caplog.clear()
+    with caplog.at_level("INFO", logger="reluinit.ensemble"):
+        one_by_one = lr_train.train_runs(off, "d2w16", runs, "cpu")
+    assert "as one stack" not in caplog.text
+    assert all(torch.equal(u, v) for a, b in zip(alone, one_by_one) for u, v in zip(a[-1]["weights"], b[-1]["weights"]))
+
+
 def test_divergence_is_a_result_not_a_crash():
     net = sample_mlp([4, 8, 3], "he", readout=True, seed=0, dtype=torch.float64)
     x = torch.randn(64, 4, dtype=torch.float64)

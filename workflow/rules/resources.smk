@@ -10,7 +10,7 @@ MEASURE_THREADS = 1 if SCALE in ("quick", "smoke") else plan.MEASURE["threads"]
 PRUNE_THREADS = 1 if SCALE == "quick" else plan.MEASURE["threads"]
 # One at the quick scale, where LR's tiny nets train as fast on one thread (the same weights, bit
 # for bit) and two jobs run side by side instead of waiting for both cores to be free at once
-# (rule train).
+# (the rules train_<spec>).
 TRAIN_THREADS = 1 if SCALE == "quick" else plan.TRAIN["threads"]
 
 

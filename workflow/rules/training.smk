@@ -1,32 +1,44 @@
-# Training: each net of a training spec (config `training:`) is trained once and its
+# Training: the nets of a training spec (config `training:`) are trained once and their
 # checkpoints kept; experiments that measure trained nets read them (rule `measure` input).
+# One job per architecture trains all of its runs (seeds), stacked as one model where the recipe
+# allows (reluinit.ensemble); each run still has its own file and resumable checkpoint. The runs
+# are counted when the workflow is read, so each spec has a rule of its own (paths.train_rule).
 
 
-rule train:
-    """Train one net of a training spec (LR's MNIST nets) and keep its checkpoints."""
-    input:
-        lambda w: dataset_input(train_settings(w.spec)["dataset"]),
-    output:
-        paths.trained(RESULTS, "{spec}", "{arch}", "{run}"),
-    params:
-        settings=lambda w: train_settings(w.spec),
-        device=config["device"],
-        # resumable state outside the declared output, resumed only by a run of the same settings
-        checkpoint=lambda w: paths.train_checkpoint(RESULTS, w.spec, w.arch, w.run),
-    wildcard_constraints:
-        spec="[A-Za-z0-9-]+",
-        arch="d[0-9]+w[0-9]+",
-        run="[0-9]+",
-    log:
-        log_file("trained/{spec}/{arch}-run{run}"),
-    benchmark:
-        benchmark_file("trained/{spec}/{arch}-run{run}")
-    threads: TRAIN_THREADS
-    priority: 1  # before the measurements (rule prune)
-    resources:
-        mem_mb=plan.TRAIN["mem_mb"],
-        runtime=plan.TRAIN["runtime"],
-    conda:
-        "../../envs/science.yaml"
-    script:
-        "../scripts/train.py"
+for _spec in config.get("training") or {}:
+    _runs = range(train_settings(_spec)["runs"])
+
+    rule:
+        f"""Train the {len(_runs)} runs of one architecture of training spec {_spec} together and keep their
+        checkpoints (reluinit.experiments.lr_train.train_runs)."""
+        name:
+            paths.train_rule(_spec)
+        input:
+            lambda w, spec=_spec: dataset_input(train_settings(spec)["dataset"]),
+        output:
+            [paths.trained(RESULTS, _spec, "{arch}", r) for r in _runs],
+        params:
+            spec=_spec,
+            runs=list(_runs),
+            settings=lambda w, spec=_spec: train_settings(spec),
+            device=config["device"],
+            # resumable state outside the declared outputs, resumed only by a run of the same settings
+            checkpoints=lambda w, spec=_spec, runs=_runs: [paths.train_checkpoint(RESULTS, spec, w.arch, r)
+                                                           for r in runs],
+        wildcard_constraints:
+            arch="d[0-9]+w[0-9]+",
+        message:
+            "{params.spec} {wildcards.arch}: training runs {params.runs} -> {output}"
+        log:
+            log_file(f"trained/{_spec}/{{arch}}"),
+        benchmark:
+            benchmark_file(f"trained/{_spec}/{{arch}}")
+        threads: TRAIN_THREADS
+        priority: 1  # before the measurements (rule prune)
+        resources:
+            mem_mb=plan.TRAIN["mem_mb"],
+            runtime=plan.TRAIN["runtime"],  # a job, whatever its runs: LR's 5 stacked took minutes
+        conda:
+            "../../envs/science.yaml"
+        script:
+            "../scripts/train.py"

@@ -1,12 +1,12 @@
-"""Train one net of a training spec and save its checkpoints."""
+"""Train the runs of one architecture of a training spec together and save each run's checkpoints."""
 
 from reluinit.experiments import lr_train
 from reluinit.pipeline import jobs
 
-log = jobs.start(snakemake.log[0], snakemake.threads)  # noqa: F821 - injected by Snakemake
-s, w = snakemake.params.settings, snakemake.wildcards  # noqa: F821
-seed = lr_train.run_seed(s, w.arch, int(w.run))
-log.info("%s %s run %s: %s", w.spec, w.arch, w.run, s)
-states = lr_train.train_classifier(s, w.arch, seed, snakemake.params.device,  # noqa: F821
-                                   resume=snakemake.params.checkpoint, run=int(w.run))  # noqa: F821
-lr_train.save(states, snakemake.output[0])  # noqa: F821
+sm = snakemake  # noqa: F821 - injected by Snakemake
+log = jobs.start(sm.log[0], sm.threads)
+s, arch, runs = sm.params.settings, sm.wildcards.arch, sm.params.runs
+log.info("%s %s runs %s: %s", sm.params.spec, arch, runs, s)
+for states, path in zip(lr_train.train_runs(s, arch, runs, sm.params.device, resume=sm.params.checkpoints),
+                        sm.output):
+    lr_train.save(states, path)

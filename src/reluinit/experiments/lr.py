@@ -1,5 +1,5 @@
 """LR: exact linear regions of ReLU nets, at initialization (LR-F1..F4) and through training
-(LR-F5..F8, measured on the checkpoints of the `train` rule)."""
+(LR-F5..F8, measured on the checkpoints of rule `train_LR_MNIST`)."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def f4_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFra
 
 
 # --- trained nets: LR-F5 to LR-F8 -----------------------------------------------------------
-# Every net of a training spec is trained once (rule `train`); these experiments only read its
+# Every net of a training spec is trained once (rule `train_<spec>`); these experiments only read its
 # checkpoints, so a new measurement never retrains.
 
 def _architectures(s: dict) -> list[str]:

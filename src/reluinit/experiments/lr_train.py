@@ -1,6 +1,8 @@
 """LR's trained nets (LR-F5 to LR-F8): fully connected ReLU nets (``nets.MLP``) trained on MNIST
-through ``training.fit`` by their recipe (config ``recipes: lr-mnist``: Adam) in the workflow's
-``train`` rule, one file of checkpoints per run, which ``lr`` measures.
+through ``training.fit`` by their recipe (config ``recipes: lr-mnist``: Adam), one file of
+checkpoints per run, which ``lr`` measures. The workflow trains one architecture's runs (its seeds)
+in one job (``train_runs``), stacked as one model (``reluinit.ensemble``) unless the recipe says
+``ensemble: false``: the same runs up to float64 rounding, each with its own seed and checkpoint.
 
 A checkpoint is plain tensors and numbers (``snapshot``), loadable with
 ``torch.load(weights_only=True)``, with the run's seed, dataset and settings fingerprint."""
@@ -42,20 +44,22 @@ def restore(state: dict, device: str | torch.device = "cpu") -> MLP:
                activation=state["activation"], readout=True)
 
 
-def train_adam(net: MLP, train: tuple[torch.Tensor, torch.Tensor], test: tuple[torch.Tensor, torch.Tensor],
-               recipe: Recipe, *, seed: int, checkpoints: list[int], resume: Checkpoint | None = None) -> list[dict]:
+def train_adam(net: MLP, train: DeviceData | tuple[torch.Tensor, torch.Tensor],
+               test: DeviceData | tuple[torch.Tensor, torch.Tensor], recipe: Recipe, *, seed: int,
+               checkpoints: list[int], resume: Checkpoint | None = None) -> list[dict]:
     """Train ``net`` in place (``fit``, cross-entropy) by ``recipe`` (config ``recipes: lr-mnist``:
     Adam); return a snapshot at each epoch in ``checkpoints`` (0 = at initialization), each with
     its test accuracy and mean train loss. A run that diverges ends with a snapshot marked
-    ``diverged`` at chance accuracy. ``resume``: the run's resumable state (``fit``'s checkpoint)."""
+    ``diverged`` at chance accuracy. ``resume``: the run's resumable state (``fit``'s checkpoint).
+    ``train``, ``test``: ``DeviceData`` (runs given the same objects can stack) or (x, y)."""
     net.requires_grad_(True)
-    device = net.weights[0].device
-    train_data = DeviceData(*train, device, dtype=net.weights[0].dtype)
-    test_data = DeviceData(*test, device, dtype=net.weights[0].dtype)
-    n_classes = int(max(train[1].max(), test[1].max())) + 1
+    device, dtype = net.weights[0].device, net.weights[0].dtype
+    train_data, test_data = (d if isinstance(d, DeviceData) else DeviceData(*d, device, dtype=dtype)
+                             for d in (train, test))
+    n_classes = int(max(train_data.y.max(), test_data.y.max())) + 1
 
     def keep(epoch: int, m: MLP) -> list[dict]:
-        return [{"state": snapshot(net)}] if epoch in checkpoints else []
+        return [{"state": snapshot(m)}] if epoch in checkpoints else []
 
     result = fit(net, train_data, test_data, recipe, seed=seed, on_epoch=keep, n_classes=n_classes,
                  checkpoint=resume)
@@ -87,24 +91,49 @@ def run_seed(s: dict, arch: str, run: int) -> int:
     return part_seed(s["seed"], s["architectures"].index(arch) * 10_000 + run)
 
 
-def train_classifier(s: dict, arch: str, seed: int, device: str = "auto", resume: str | Path | None = None,
-                     run: int | None = None) -> list[dict]:
-    """Sample a ReLU net of architecture ``arch`` under training spec ``s`` and train it on
-    ``s["dataset"]`` (the quick scale's stand-in where it has one); return its checkpoints, each
-    with the run's fingerprint. ``resume``: where the run keeps its resumable state; it resumes
-    only a run of the same fingerprint (spec settings, architecture, run and seed)."""
-    device = resolve_device(device)
+def splits(s: dict, device) -> tuple[DeviceData, DeviceData, str, int]:
+    """The train and test splits of ``s["dataset"]`` (the quick scale's stand-in where it has one),
+    flattened in float64 on ``device``, the training split's name and its number of classes."""
     train = datasets.load(s["dataset"], s["data_dir"], train=True, scale=s["scale"])
     test = datasets.load(s["dataset"], s["data_dir"], train=False, scale=s["scale"])
-    x, y = flat(train, device)
-    log.info("training %s on %s (%d images) with seed %d on %s", arch, train.name, len(x), seed, device)
-    net = sample_mlp([x.shape[1], *parse_arch(arch), train.n_classes], s["init"], readout=True,
+    return DeviceData(*flat(train, device), device, dtype=torch.float64), \
+        DeviceData(*flat(test, device), device, dtype=torch.float64), train.name, train.n_classes
+
+
+def train_classifier(s: dict, arch: str, seed: int, device: str = "auto", resume: str | Path | None = None,
+                     run: int | None = None, data: tuple | None = None) -> list[dict]:
+    """Sample a ReLU net of architecture ``arch`` under training spec ``s`` and train it on
+    ``s["dataset"]``; return its checkpoints, each with the run's fingerprint. ``resume``: where
+    the run keeps its resumable state; it resumes only a run of the same fingerprint (spec
+    settings, architecture, run and seed). ``data``: ``splits`` already loaded."""
+    device = resolve_device(device)
+    train, test, name, n_classes = data or splits(s, device)
+    log.info("training %s on %s (%d images) with seed %d on %s", arch, name, len(train), seed, device)
+    net = sample_mlp([train.x.shape[1], *parse_arch(arch), n_classes], s["init"], readout=True,
                      bias_std=s["bias_std"], seed=seed, device=device, dtype=torch.float64)
     # The runs and architectures listed beside this one do not change it (its seed is recorded).
     fingerprint = settings_fingerprint(s, exclude=("architectures", "runs"), arch=arch, run=run,
                                                   seed=seed)
-    states = train_adam(net, (x, y), flat(test, device), Recipe.from_settings(s["recipe"]), seed=seed,
+    states = train_adam(net, train, test, Recipe.from_settings(s["recipe"]), seed=seed,
                         checkpoints=s["checkpoints"], resume=Checkpoint(resume, fingerprint) if resume else None)
     for st in states:
-        st.update(arch=arch, seed=seed, dataset=train.name, fingerprint=fingerprint)
+        st.update(arch=arch, seed=seed, dataset=name, fingerprint=fingerprint)
     return states
+
+
+def train_runs(s: dict, arch: str, runs: list[int], device: str = "auto",
+               resume: list[str | Path] | None = None) -> list[list[dict]]:
+    """Runs ``runs`` of ``arch`` (``train_classifier`` with each run's ``run_seed``), the data loaded
+    once and the nets trained as one stack (``ensemble.run_together``) unless the recipe says
+    ``ensemble: false``; each run's checkpoints, in order. ``resume``: each run's resumable state."""
+    from ..ensemble import run_together
+    from . import ensembled
+
+    device = resolve_device(device)
+    data = splits(s, device)
+    where = dict(zip(runs, resume or [None] * len(runs)))
+
+    def one(run: int) -> list[dict]:
+        return train_classifier(s, arch, run_seed(s, arch, run), device, resume=where[run], run=run, data=data)
+
+    return run_together(list(runs), one, stack=lambda run: ensembled(s))

@@ -110,7 +110,7 @@ def _paper_run(paper: dict, exp: str, model: str, dataset: str) -> dict:
 
 
 def _paper_spec(ts: dict) -> dict:
-    """The same for a net of a training spec (LR-MNIST: its recipe; rule `train`)."""
+    """The same for a net of a training spec (LR-MNIST: its recipe; rule `train_<spec>`)."""
     from ..pipeline.plan import TRAIN, hours, run_steps
 
     return run_steps(ts["recipe"], ts["dataset"]) | {"declared_hours": hours(TRAIN["runtime"])}

@@ -158,7 +158,7 @@ def _function(e: Entry, role: str) -> Callable:
 
 def trainer(spec: str):
     """The experiment module that trains the nets of training spec ``spec`` (config ``training:``,
-    rule `train`): its ``train_classifier`` and ``run_seed``. LR-MNIST, the one spec, is LR's."""
+    rule ``paths.train_rule``): its ``train_runs``, ``train_classifier`` and ``run_seed``. LR-MNIST, the one spec, is LR's."""
     return importlib.import_module(f"{PACKAGE}.experiments.lr_train")
 
 

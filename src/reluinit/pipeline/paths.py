@@ -18,11 +18,13 @@ is that tree (``results/quick`` or ``results/paper``):
     results/claims/<PAPER>.csv          the claims read from one paper's tables
     results/trained/<spec>/<arch>-run<r>.pt checkpoints of one trained net
     results/checkpoints/<PAPER>/<ID>/<part>/<run>.pt resumable state of a training run
-    results/checkpoints/trained/<spec>/<arch>-run<r>.pt resumable state of a `train` job
+    results/checkpoints/trained/<spec>/<arch>-run<r>.pt resumable state of one run of a `train_<spec>` job
     results/logs/..., results/benchmarks/...
 """
 
 from __future__ import annotations
+
+import re
 
 from .catalogue import paper_of
 
@@ -84,8 +86,14 @@ def checkpoints(results: str, exp: str, part: str, paper: str | None = None) -> 
     return f"{results}/checkpoints/{paper or paper_of(exp)}/{exp}/{part}"
 
 
+def train_rule(spec: str) -> str:
+    """The name of the rule that trains training spec ``spec``'s nets, one job per architecture
+    (``train_LR_MNIST``): a rule per spec, since a job's outputs are its runs, counted per spec."""
+    return "train_" + re.sub(r"\W", "_", spec)
+
+
 def train_checkpoint(results: str, spec: str, arch: str, run) -> str:
-    """Resumable state of one `train` job (not a declared output, like ``checkpoints``)."""
+    """Resumable state of one run of a ``train_rule`` job (not a declared output, like ``checkpoints``)."""
     return f"{results}/checkpoints/trained/{spec}/{arch}-run{run}.pt"
 
 

@@ -32,7 +32,8 @@ import yaml
 from . import catalogue, paths
 from .config import settings
 
-# Resources of the rules whose jobs all ask the same (rule `measure`, rule `train`).
+# Resources of the rules whose jobs all ask the same (rule `measure`, the rules `train_<spec>`: a job
+# trains one architecture's runs of a training spec, stacked, in minutes on a CPU).
 MEASURE = {"mem_mb": 8000, "runtime": "2h", "threads": 2}
 TRAIN = {"mem_mb": 8000, "runtime": "6h", "threads": 2}
 DEFAULT_TRAIN_RUNTIME = "1h"
@@ -270,7 +271,7 @@ def default_experiments(config: dict, scale: str) -> list[str]:
 
 def jobs(config: dict, scale: str | None = None, exps: list[str] | None = None,
          cost: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per measurement, pruning, training and `train` job of ``exps`` (default: what `all`
+    """One row per measurement, pruning, training and `train_<spec>` job of ``exps`` (default: what `all`
     builds). With ``cost`` (``read_cost``), training jobs also get ``measured_h`` and
     ``unpriced_runs`` (module doc), the other jobs their declared runtime as ``measured_h``."""
     scale = scale or config["scale"]
@@ -296,10 +297,11 @@ def jobs(config: dict, scale: str | None = None, exps: list[str] | None = None,
                 rows.append(dict(rule="prune", job=f"{exp}/masks/{key}", gpu=0, cpus=MEASURE["threads"],
                                  **_priced(prune_resources(config, exp, key, scale))))
         for key in parts:
-            for spec, arch, run in e.trained(s, key):
-                specs[(spec, arch, run)] = None
-    for spec, arch, run in specs:
-        rows.append(dict(rule="train", job=f"{spec}/{arch}-run{run}", gpu=0, cpus=TRAIN["threads"], **_priced(TRAIN)))
+            for spec, arch, _ in e.trained(s, key):
+                specs[(spec, arch)] = None
+    for spec, arch in specs:  # one job trains an architecture's runs (rule train_<spec>)
+        rows.append(dict(rule=paths.train_rule(spec), job=f"{spec}/{arch}", gpu=0, cpus=TRAIN["threads"],
+                         **_priced(TRAIN)))
     columns = ["rule", "job", "gpu", "cpus", "mem_mb", "runtime_h"] + (["measured_h", "unpriced_runs"] if cost is not None
                                                                        else [])
     table = pd.DataFrame(rows, columns=columns)
@@ -315,6 +317,11 @@ def jobs(config: dict, scale: str | None = None, exps: list[str] | None = None,
 def _priced(r: dict) -> dict:
     """A job's memory and runtime in hours, from its resources."""
     return {"mem_mb": r["mem_mb"], "runtime_h": hours(r["runtime"])}
+
+
+def train_rules(config: dict) -> list[str]:
+    """The rules that train the training specs' nets (``paths.train_rule``), one per spec."""
+    return [paths.train_rule(spec) for spec in config.get("training") or {}]
 
 
 def totals(table: pd.DataFrame) -> pd.DataFrame:
@@ -339,7 +346,7 @@ def numbers(config: dict, scale: str = "paper") -> dict[str, str]:
     count = table["rule"].value_counts()
     return {"jobs": f"{len(table):,}", "train_part": f"{count.get('train_part', 0):,}",
             "prune": f"{count.get('prune', 0):,}", "measure": f"{count.get('measure', 0):,}",
-            "train": f"{count.get('train', 0):,}", "gpu_hours": f"{summary.loc['total', 'gpu_hours']:,.0f}",
+            "train": f"{sum(count.get(r, 0) for r in train_rules(config)):,}", "gpu_hours": f"{summary.loc['total', 'gpu_hours']:,.0f}",
             "cpu_hours": f"{summary.loc['total', 'cpu_hours']:,.0f}", "longest_h": f"{table['runtime_h'].max():g}",
             "max_mem_gb": f"{table['mem_mb'].max() / 1000:g}"}
 
@@ -351,7 +358,7 @@ def profile_conflicts(config: dict, profile: str | Path, scale: str = "paper",
     for exactly what ``jobs`` prints (``table``: its table, when already made)."""
     overrides = (yaml.safe_load(Path(profile).read_text()) or {}).get("set-resources") or {}
     table = jobs(config, scale) if table is None else table
-    declared = {"train": {"gpu": 0, "mem_mb": TRAIN["mem_mb"], "runtime": TRAIN["runtime"]},
+    declared = {**{r: {"gpu": 0, "mem_mb": TRAIN["mem_mb"], "runtime": TRAIN["runtime"]} for r in train_rules(config)},
                 "measure": {"gpu": 0, "mem_mb": MEASURE["mem_mb"], "runtime": MEASURE["runtime"]}}
     lines = []
     for rule, asked in overrides.items():

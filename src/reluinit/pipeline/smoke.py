@@ -33,7 +33,7 @@ def _runs(kwargs: dict) -> list[dict]:
 
 
 def combos(config: dict, exp: str, key: str, scale: str) -> set[tuple[str, str, str]]:
-    """The (experiment, model, dataset) triples of one job, and those of the `train` jobs it reads
+    """The (experiment, model, dataset) triples of one job, and those of the `train_<spec>` jobs it reads
     (as ``("train <spec>", arch, dataset)``)."""
     s = settings(config, exp, scale)
     return _combos(exp, s, catalogue.get(exp).parts(s)[key], key)
@@ -125,8 +125,8 @@ def memory_table(config: dict, chosen: dict[str, list[str]], results: str) -> pd
     paper's data, against the ``mem_mb`` its paper-scale job declares. The projection adds the host
     memory of the real datasets beyond the generated ones (``data_extra_mb``); it leaves in what the
     CPU holds that a GPU job keeps on its GPU (activations, a device copy of the data), so it errs
-    high. `train` jobs (LR's nets) are included with rule `train`'s memory, `prune` jobs with
-    theirs (``plan.prune_resources``)."""
+    high. `train_<spec>` jobs (LR's nets, an architecture's runs each) are included with their rule's
+    memory, `prune` jobs with theirs (``plan.prune_resources``)."""
     rows = []
     for exp, keys in chosen.items():
         for key in keys:
@@ -139,9 +139,9 @@ def memory_table(config: dict, chosen: dict[str, list[str]], results: str) -> pd
                                  benchmark=_benchmark(results, paths.masks(results, exp, key)),
                                  declared_mem_mb=prune_resources(config, exp, key, "paper")["mem_mb"], **loads))
             s = settings(config, exp, "smoke")
-            for spec, arch, run in catalogue.get(exp).trained(s, key):
-                rows.append(dict(job=f"{spec}/{arch}-run{run}",
-                                 benchmark=paths.benchmark(results, f"trained/{spec}/{arch}-run{run}"),
+            for spec, arch, _ in catalogue.get(exp).trained(s, key):  # its train_<spec> job (an architecture's runs)
+                rows.append(dict(job=f"{spec}/{arch}",
+                                 benchmark=paths.benchmark(results, f"trained/{spec}/{arch}"),
                                  datasets=s["train"]["dataset"], declared_mem_mb=TRAIN["mem_mb"],
                                  data_extra_mb=data_extra_mb({s["train"]["dataset"]})))
     table = pd.DataFrame(rows, columns=["job", "benchmark", "datasets", "declared_mem_mb", "data_extra_mb"])

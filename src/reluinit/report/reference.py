@@ -342,7 +342,7 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
     trained = [{"spec": d.name, "jobs": len(list(d.glob("*.tsv"))),
                 "job_seconds": round(sum(_seconds(f) for f in d.glob("*.tsv")), 1)}
                for d in sorted((results / "benchmarks" / "trained").glob("*"))]
-    if trained:  # nets trained by `train` jobs and measured by several experiments (LR-F5 to F8)
+    if trained:  # nets trained by `train_<spec>` jobs and measured by several experiments (LR-F5 to F8)
         pd.DataFrame(trained).to_csv(out / "training.csv", index=False)
     return runs
 
@@ -652,7 +652,7 @@ def reference_readme(card: pd.DataFrame, runs: pd.DataFrame) -> str:
     if trained is not None:
         for _, r in trained.iterrows():
             out.append(f"\nThe nets of training spec {r['spec']} (measured by LR-F5 to F8) trained in {int(r['jobs'])} "
-                       f"`train` jobs, {r['job_seconds']:,.0f} job seconds, not counted above.")
+                       f"`train_<spec>` jobs, {r['job_seconds']:,.0f} job seconds, not counted above.")
     out += ["", "## Verdicts", "", verdicts(card, runs, absent=True), ""]
     return "\n".join(out)
 
