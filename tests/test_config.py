@@ -165,12 +165,12 @@ def test_every_shipped_experiment_fits_its_declared_memory():
 
 def test_the_slurm_profile_asks_for_what_the_plan_prints(tmp_path):
     """`python -m reluinit.pipeline.plan` prints what each job asks for; the SLURM profile must not
-    ask for something else (it once gave LR's `train` jobs a GPU, 32 GB and 12 h: the plan says 0, 8 GB, 6 h)."""
+    ask for something else (it once gave LR's training jobs a GPU, 32 GB and 12 h: the plan says 0, 8 GB, 6 h)."""
     assert plan.profile_conflicts(CONFIG, ROOT / "profiles" / "slurm" / "config.yaml", "quick") == []
     other = tmp_path / "profile.yaml"
-    other.write_text("set-resources:\n  train: {gpu: 1, mem_mb: 32000, runtime: '12h'}\n"
+    other.write_text("set-resources:\n  train_LR_MNIST: {gpu: 1, mem_mb: 32000, runtime: '12h'}\n"
                      "  train_part: {slurm_partition: gpu}\n  measure: {mem_mb: 8000}\n")
     found = plan.profile_conflicts(CONFIG, other, "quick")
     assert [line.split(": set-resources ")[1] for line in found] == [
-        "train: gpu=1, where the rule declares 0", "train: mem_mb=32000, where the rule declares 8000",
-        "train: runtime=12h, where the rule declares 6h"]
+        "train_LR_MNIST: gpu=1, where the rule declares 0", "train_LR_MNIST: mem_mb=32000, where the rule declares 8000",
+        "train_LR_MNIST: runtime=12h, where the rule declares 6h"]
