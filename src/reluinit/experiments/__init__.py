@@ -60,13 +60,27 @@ def run_checkpoint(checkpoints: str | None, run_key: str, settings: dict, run: d
     return Checkpoint(f"{checkpoints}/{run_key}.pt", settings_fingerprint(settings, **run))
 
 
-def group_runs(runs: dict[str, dict], per_job: int) -> dict[str, dict]:
+def group_runs(runs: dict[str, dict], per_job: int, by: list[str] | tuple[str, ...] = ()) -> dict[str, dict]:
     """Parts of ``per_job`` training runs each (in order): a part's kwargs are ``{"runs": {run key:
-    run kwargs}}``. With one run per job a part is named after its run, else ``group<i>``."""
+    run kwargs}}``. With one run per job a part is named after its run, else ``group<i>``.
+
+    ``by`` (run fields, config ``group_by``): the runs are first split by their values of these
+    fields (splits in order of first appearance, runs in order within each) and chunked within
+    each split, ``group<i>`` counting on across them: a job holds only runs that share these
+    values (RP-T4: one depth, so its nets stack) while the axes' order, which fixes every run's
+    key and seed, stays as it is. Without ``by``, chunks of the run order as they come."""
     keys = list(runs)
+    for k in keys:
+        missing = [f for f in by if f not in runs[k]]
+        if missing:  # a misspelt field: said here, not as a KeyError from deep in the plan
+            raise ValueError(f"group_by names {', '.join(map(repr, missing))}, which run {k} does not have; "
+                             f"its fields: {', '.join(runs[k])}")
     if per_job <= 1:
         return {k: {"runs": {k: runs[k]}} for k in keys}
-    chunks = [keys[i:i + per_job] for i in range(0, len(keys), per_job)]
+    splits: dict[tuple, list[str]] = {}
+    for k in keys:
+        splits.setdefault(tuple(runs[k][f] for f in by), []).append(k)
+    chunks = [split[i:i + per_job] for split in splits.values() for i in range(0, len(split), per_job)]
     return {f"group{i}": {"runs": {k: runs[k] for k in chunk}} for i, chunk in enumerate(chunks)}
 
 
@@ -79,11 +93,12 @@ def ensembled(settings: dict) -> bool:
 
 def training_jobs(runs_of, run_one, *, load=None, settings_of=None, prune_one=None):
     """``parts`` and ``measure`` of an experiment that trains: its runs are ``runs_of(settings)``,
-    grouped ``runs_per_job`` to a job (``group_runs``); a job trains its runs, each by
-    ``run_one(settings, run, data, device, checkpoint) -> rows``, and returns their rows together
-    in order. Runs whose nets stack train as one model (``ensemble.run_together``; a recipe's
-    ``ensemble: false`` turns it off); ``run_one`` is then called twice, so it must do the same
-    before its ``fit`` both times (seeded, as every run is).
+    grouped ``runs_per_job`` to a job (``group_runs``; with ``group_by``, only runs equal in those
+    run fields share one); a job trains its runs, each by ``run_one(settings, run, data, device,
+    checkpoint) -> rows``, and returns their rows together in order. Runs whose nets stack train as
+    one model (``ensemble.run_together``; a recipe's ``ensemble: false`` turns it off); ``run_one``
+    is then called twice, so it must do the same before its ``fit`` both times (seeded, as every
+    run is).
 
     ``settings_of(settings, run)``: a run's own settings where they differ by run (RP-T2: the
     recipe of its dataset); ``load(settings, device)``: what the runs train on, loaded once per job
@@ -99,7 +114,7 @@ def training_jobs(runs_of, run_one, *, load=None, settings_of=None, prune_one=No
     from ..pruning import load_masks, masks_digest
 
     def parts(s: dict) -> dict[str, dict]:
-        return group_runs(runs_of(s), s.get("runs_per_job", 1))
+        return group_runs(runs_of(s), s.get("runs_per_job", 1), s.get("group_by", ()))
 
     def each_run(s, key, device):
         """``(run key, run, its settings, its data, device)`` for each run of job ``key``, the data
