@@ -652,7 +652,7 @@ def reference_readme(card: pd.DataFrame, runs: pd.DataFrame) -> str:
     if trained is not None:
         for _, r in trained.iterrows():
             out.append(f"\nThe nets of training spec {r['spec']} (measured by LR-F5 to F8) trained in {int(r['jobs'])} "
-                       f"`train_<spec>` jobs, {r['job_seconds']:,.0f} job seconds, not counted above.")
+                       f"jobs, {r['job_seconds']:,.0f} job seconds, not counted above.")
     out += ["", "## Verdicts", "", verdicts(card, runs, absent=True), ""]
     return "\n".join(out)
 
