@@ -24,13 +24,13 @@ def test_every_rule_has_a_docstring():
 
 def test_environment_files_name_the_rules_that_use_them():
     text = "\n".join(p.read_text() for p in RULE_FILES)
-    named_rules = set(re.findall(r"^rule (\w+):", text, re.M)) | {"figure_<id>"}
+    named_rules = set(re.findall(r"^rule (\w+):", text, re.M)) | {"figure_<id>", "train_<spec>"}
     for env in sorted((ROOT / "envs").glob("*.yaml")):
         listed = re.search(r"\(rules?: ([^)]*)\)", env.read_text().splitlines()[0])
         assert listed, f"{env.name}: first line should name its rules"
         names = {n.strip() for n in listed.group(1).split(",")}
         assert names <= named_rules, f"{env.name} names rules that do not exist: {names - named_rules}"
-        # ... and every rule that uses it (figure rules are made in a loop)
+        # ... and every rule that uses it (figure and train_<spec> rules are made in loops)
         users = {m.group(1) for m in re.finditer(rf"^rule (\w+):(?:(?!^\s*rule\b).)*?envs/{env.name}", text, re.M | re.S)}
         assert users <= names, f"{env.name}: used by {users - names} too"
 

@@ -9,8 +9,7 @@ for _spec in config.get("training") or {}:
     _runs = range(train_settings(_spec)["runs"])
 
     rule:
-        f"""Train the {len(_runs)} runs of one architecture of training spec {_spec} together and keep their
-        checkpoints (reluinit.experiments.lr_train.train_runs)."""
+        f"""Train the {len(_runs)} runs of one architecture of training spec {_spec} together; keep their checkpoints."""
         name:
             paths.train_rule(_spec)
         input:
