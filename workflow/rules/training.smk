@@ -6,20 +6,21 @@
 
 
 for _spec in config.get("training") or {}:
-    _runs = range(train_settings(_spec)["runs"])
+    _settings = train_settings(_spec)
+    _runs = range(_settings["runs"])
 
     rule:
         f"""Train the {len(_runs)} runs of one architecture of training spec {_spec} together; keep their checkpoints."""
         name:
             paths.train_rule(_spec)
         input:
-            lambda w, spec=_spec: dataset_input(train_settings(spec)["dataset"]),
+            lambda w, dataset=_settings["dataset"]: dataset_input(dataset),  # asked when planned (imports torch)
         output:
             [paths.trained(RESULTS, _spec, "{arch}", r) for r in _runs],
         params:
             spec=_spec,
             runs=list(_runs),
-            settings=lambda w, spec=_spec: train_settings(spec),
+            settings=_settings,
             device=config["device"],
             # resumable state outside the declared outputs, resumed only by a run of the same settings
             checkpoints=lambda w, spec=_spec, runs=_runs: [paths.train_checkpoint(RESULTS, spec, w.arch, r)
