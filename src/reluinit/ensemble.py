@@ -19,7 +19,7 @@ How a job uses it (``experiments.training_jobs``): its runs' code is run once wi
 deferred (``training.deferring``: each ``fit`` call is recorded, not run), the recorded calls train
 together, and the runs' code is run again with each ``fit`` handed its finished state
 (``training.handing_over``), so the code after ``fit`` (measuring the trained net) runs unchanged.
-Models that cannot stack (batch norm, ``torch.compile``, channels-last, a loss other than
+Models that cannot stack (batch norm, channels-last, a loss other than
 cross-entropy) and runs of a recipe with ``ensemble: false`` train one by one, as before.
 """
 
@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .engine import Engine, flushed_denormals, mode_for
 from .nets import ACTIVATIONS, MLP, tf32
 from .training import (
     FitCall,
@@ -61,8 +62,8 @@ def stackable(call: FitCall) -> str | None:
     r = call.recipe
     if call.loss_fn is not cross_entropy:
         return "its loss is not plain cross-entropy"
-    if r.compile or r.channels_last:
-        return "compiled or channels-last"
+    if r.channels_last:
+        return "channels-last"
     if any(isinstance(m, nn.modules.batchnorm._NormBase) for m in call.model.modules()):
         return "batch norm keeps running statistics per run"
     return None
@@ -125,10 +126,10 @@ class _Stack:
     """The trainable parameters of ``members`` stacked along a new first dimension (leaf tensors),
     their optimizer state likewise, and a forward pass over a batch per member ``[K, B, ...]``."""
 
-    def __init__(self, members: list[_Member]):
+    def __init__(self, members: list[_Member], engine_mode: str = "eager"):
         self.members = members
         first = members[0]
-        self.forward, self.transposed = _forward(first.model)
+        self.forward, self.transposed, masked = _forward(first.model)
         lay = self._lay
         self.params = {}
         for n in first.params:
@@ -141,7 +142,14 @@ class _Stack:
         per_run = [{**dict(m.model.named_parameters()), **dict(m.model.named_buffers())} for m in members]
         self.constants = {n: torch.stack([lay(n, tensors[n].detach()) for tensors in per_run])
                           for n in per_run[0] if n not in self.params}
+        # a weight whose mask the forward pass does not apply: zero where pruned (as the mask
+        # parametrization keeps it), its gradient masked in every step (``engine.step``)
+        self.grad_masks = [(self.params[w], self.constants[mask]) for w, mask in masked.items()]
+        with torch.no_grad():
+            for p, mask in self.grad_masks:
+                p.mul_(mask)
         self.opt = first.call.recipe.optimizer_for(self.params.values(), fused=True)
+        self.step = Engine(engine_mode, self.losses, self.opt, self.grad_masks)
         for n, p in self.params.items():
             per_run = [m.opt.state.get(m.params[n], {}) for m in members]
             if per_run[0]:
@@ -171,6 +179,15 @@ class _Stack:
     def __call__(self, xb: torch.Tensor) -> torch.Tensor:
         return self.forward(self.params, self.constants, xb)
 
+    def losses(self, xb: torch.Tensor, yb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each run's mean cross-entropy on its own batch ``[K]``, and the logits ``[K, B, C]``."""
+        recipe = self.members[0].call.recipe
+        autocast = recipe.autocast_dtype(xb.device)
+        with torch.autocast(xb.device.type, dtype=autocast or torch.float32, enabled=autocast is not None):
+            logits = self(xb)
+        losses = F.cross_entropy(logits.float().flatten(0, 1), yb.flatten(), reduction="none")
+        return losses.view(yb.shape).mean(dim=1), logits
+
 
 # Optimizer state shared by every run of a stack (they have all taken the same steps): kept once.
 SHARED_STATE = frozenset({"step"})
@@ -192,8 +209,9 @@ def _unstack_state(key: str, value, k: int):
 
 
 def _forward(model: nn.Module):
-    """``(f, transposed)``: ``f(params, constants, x [K, B, ...]) -> logits [K, B, C]`` and the
-    names of the tensors ``f`` takes transposed. For ``nets.MLP`` one batched product per layer
+    """``(f, transposed, masked)``: ``f(params, constants, x [K, B, ...]) -> logits [K, B, C]``,
+    the names of the tensors ``f`` takes transposed, and the weights whose masks ``f`` leaves to
+    the step (``{weight: mask}``, ``engine.step``'s gradient masks). For ``nets.MLP`` one batched product per layer
     (``baddbmm`` where ``MLP`` does ``addmm``) on weights stored ``[K, in, out]``, so that neither
     pass copies a transposed operand; for any other model ``vmap`` of
     ``torch.func.functional_call`` over the model's structure (masks are buffers of its mask
@@ -207,32 +225,38 @@ def _forward(model: nn.Module):
     def one(params, constants, x):
         return functional_call(skeleton, {**params, **constants}, (x,))
 
-    return vmap(one), frozenset()
+    return vmap(one), frozenset(), {}
 
 
 def _mlp_forward(model: MLP):
-    act = ACTIVATIONS[model.activation]
-    layers = []
+    act = _IN_PLACE.get(model.activation, ACTIVATIONS[model.activation])
+    layers, masked = [], {}
     for i, layer in enumerate(model.layers):
-        masked = hasattr(layer, "parametrizations")
-        weight = f"layers.{i}.parametrizations.weight.original" if masked else f"layers.{i}.weight"
-        mask = f"layers.{i}.parametrizations.weight.0.factor" if masked else None  # the mask as a float
+        weight = f"layers.{i}.parametrizations.weight.original" if hasattr(layer, "parametrizations") \
+            else f"layers.{i}.weight"
+        if weight != f"layers.{i}.weight":
+            masked[weight] = f"layers.{i}.parametrizations.weight.0.factor"  # the mask as a float
         bias = f"layers.{i}.bias" if layer.bias is not None else None
-        layers.append((weight, mask, bias))
+        layers.append((weight, bias))
     last = len(layers) - 1
 
     def forward(params, constants, x):
         values = {**params, **constants}
         h = x.flatten(2)
-        for i, (weight, mask, bias) in enumerate(layers):
-            w = values[weight] if mask is None else values[weight] * values[mask]
+        for i, (weight, bias) in enumerate(layers):
+            w = values[weight]
             a = torch.bmm(h, w) if bias is None else torch.baddbmm(values[bias][:, None], h, w)
             if model.readout and i == last:
                 return a
             h = act(a)
         return h
 
-    return forward, frozenset(n for weight, mask, _ in layers for n in (weight, mask) if n)
+    return forward, frozenset(n for weight, _ in layers for n in (weight, masked.get(weight)) if n), masked
+
+
+# Activations applied in place on a product's output (no second tensor per layer; the product's
+# backward does not read its output, the activation's reads its own).
+_IN_PLACE = {"relu": torch.relu_, "tanh": torch.tanh_}
 
 
 # --- training ---------------------------------------------------------------------------------------
@@ -255,7 +279,7 @@ def fit_together(calls: list[FitCall]) -> list[dict]:
         else:
             by_position.setdefault(m.position, []).append(m)
     for group in by_position.values():
-        with tf32(recipe.precision == "tf32"):  # as ``fit``
+        with tf32(recipe.precision == "tf32"), flushed_denormals(train.device.type == "cpu"):  # as ``fit``
             _train(group, n_epochs, steps_per_epoch)
     return [m.state for m in members]
 
@@ -278,6 +302,7 @@ def _train(members: list[_Member], n_epochs: int, steps_per_epoch: int) -> None:
     device = train.device
     total_steps = recipe.total_steps(steps_per_epoch)
     autocast = recipe.autocast_dtype(device)
+    mode = mode_for(recipe.compile, device, total_steps)
     epoch0, step = members[0].position
     for m in members:
         m.model.train()
@@ -289,7 +314,7 @@ def _train(members: list[_Member], n_epochs: int, steps_per_epoch: int) -> None:
         if not members:
             break
         if stack is None or stack.members != members:
-            stack = _Stack(members)
+            stack = _Stack(members, mode)
         started = time.perf_counter()
         lr = recipe.lr_at(epoch, n_epochs)
         stack.set_lr(lr)
@@ -309,18 +334,12 @@ def _train(members: list[_Member], n_epochs: int, steps_per_epoch: int) -> None:
                 from .training import _crop_flip
 
                 xb = torch.stack([_crop_flip(xb[i], m.gen, recipe.crop_pad) for i, m in enumerate(stack.members)])
-            with torch.autocast(device.type, dtype=autocast or torch.float32, enabled=autocast is not None):
-                logits = stack(xb)
-            losses = F.cross_entropy(logits.float().flatten(0, 1), yb.flatten(), reduction="none")
-            losses = losses.view(k, -1).mean(dim=1)
-            stack.opt.zero_grad(set_to_none=True)
-            losses.sum().backward()  # each run's parameters get the gradient of its own loss
-            stack.opt.step()
+            losses, right = stack.step(xb, yb)
             epoch_step += 1
             seen += yb.shape[1]
-            loss_sum += losses.detach().float() * yb.shape[1]
-            correct += (logits.detach().argmax(dim=2) == yb).sum(dim=1)
-            finite &= torch.isfinite(losses.detach())
+            loss_sum += losses.float() * yb.shape[1]
+            correct += right
+            finite &= torch.isfinite(losses)
             if epoch_step % recipe.check_every == 0 and not bool(finite.all()):
                 # the runs whose loss turned non-finite stop here, as ``fit`` stops them; the rest go on
                 stack, keep, orders, loss_sum, correct, finite = _drop_diverged(
@@ -368,7 +387,7 @@ def _drop_diverged(stack, finite, orders, loss_sum, correct, epoch, step, lr, st
             _diverge(m, epoch, step, lr, seconds)
     rows = torch.tensor([i for i in range(len(stack.members)) if bool(finite[i])], dtype=torch.long,
                         device=orders.device)
-    new = _Stack(keep) if keep else None
+    new = _Stack(keep, stack.step.mode) if keep else None
     if new is not None:
         new.set_lr(lr)
     return new, keep, orders[rows], loss_sum[rows], correct[rows], finite[rows]

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import datasets, fingerprint, integrity
+from .engine import Engine, flushed_denormals, mode_for
 from .nets import tf32
 
 if TYPE_CHECKING:
@@ -360,7 +361,7 @@ def fit(model: nn.Module, train: DeviceData, test: DeviceData, recipe: Recipe, *
         deferred.append(FitCall(model, train, test, recipe, seed, checkpoint, masks, on_epoch, loss_fn, n_classes,
                                 stop_when))
         raise Deferred
-    with tf32(recipe.precision == "tf32"):  # fp32 means fp32 on a GPU too (``Recipe``)
+    with tf32(recipe.precision == "tf32"), flushed_denormals(train.device.type == "cpu"):  # fp32 means fp32 on a GPU too (``Recipe``)
         return _fit(model, train, test, recipe, seed, checkpoint, masks, on_epoch, loss_fn, n_classes, stop_when)
 
 
@@ -376,7 +377,7 @@ def _fit(model, train, test, recipe, seed, checkpoint, masks, on_epoch, loss_fn,
     opt = recipe.optimizer_for(params)
     gen = torch.Generator(device=device).manual_seed(seed)
     autocast = recipe.autocast_dtype(device)
-    step_fn = torch.compile(model) if recipe.compile else model
+    run_step = Engine(mode_for(recipe.compile, device, total_steps), run_loss(model, loss_fn, autocast), opt)
 
     handed = _HANDED.get()
     state = handed.pop(0) if handed else (checkpoint.load(device) if checkpoint else None)
@@ -405,16 +406,12 @@ def _fit(model, train, test, recipe, seed, checkpoint, masks, on_epoch, loss_fn,
         for xb, yb in train.batches(recipe.batch_size, gen, recipe.augment, recipe.crop_pad):
             if step >= total_steps:
                 break
-            with torch.autocast(device.type, dtype=autocast or torch.float32, enabled=autocast is not None):
-                loss, logits = loss_fn(step_fn, xb, yb)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            loss, right = run_step(xb, yb)
             step += 1
             seen += len(yb)
-            loss_sum += loss.detach().float() * len(yb)
-            correct += (logits.detach().argmax(dim=1) == yb).sum()
-            finite &= torch.isfinite(loss.detach())
+            loss_sum += loss.float() * len(yb)
+            correct += right
+            finite &= torch.isfinite(loss)
             if step % recipe.check_every == 0 and not finite.item():
                 break
         if not finite.item():
@@ -436,6 +433,16 @@ def _fit(model, train, test, recipe, seed, checkpoint, masks, on_epoch, loss_fn,
 
 
 # --- the steps of a run that ``fit`` and ``ensemble`` share ------------------------------------------
+
+
+def run_loss(forward: Callable, loss_fn: LossFn, autocast: torch.dtype | None):
+    """``loss_fn`` of ``forward`` as ``engine.step`` takes it, ``(xb, yb) -> (loss, logits)``, under
+    the recipe's autocast."""
+    def loss(xb: torch.Tensor, yb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.autocast(xb.device.type, dtype=autocast or torch.float32, enabled=autocast is not None):
+            return loss_fn(forward, xb, yb)
+
+    return loss
 
 
 def resume(model: nn.Module, opt: torch.optim.Optimizer, gen: torch.Generator, state: dict) -> Run:
