@@ -50,6 +50,7 @@ COLUMNS = {
                    "seconds_per_epoch", "epochs", "projected_hours", "declared_hours", "baseline_workers",
                    "baseline_steps_per_s", "engine_gain", "status", "device"],
     "ensembles": ["nets", "k", "steps", "alone_s", "stacked_s", "ratio", "training_ratio", "stacked_run_steps_per_s",
+                  "stacked_train_run_steps_per_s", "products_run_steps_per_s", "share_of_products",
                   "max_rel_difference", "max_rel_difference_float64", "differ_by", "device"],
     "packing": ["processes", "process", "steps_timed", "steps_per_s", "memory_mb", "aggregate_steps_per_s",
                 "gain_over_one", "device"],

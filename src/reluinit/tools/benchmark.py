@@ -36,7 +36,9 @@ stacked model (``ensemble.run_together``), the ratio, and the largest relative d
 weight between the two (float rounding: a batched product rounds differently; the same on 2 runs
 in float64, where it is rounding of 1e-16 grown by training alone): TG-F6's 20 MLPs,
 RP-F3's 27 depth-20 and depth-100 tanh nets (each with its own mask) and EP-F7's 3 nets that train
-W^(1), at their recipes' batch sizes and optimizers, on MNIST-shaped random data.
+W^(1), at their recipes' batch sizes and optimizers, on MNIST-shaped random data. Beside the stack's
+rate of optimizer steps, the same run times the ceiling: the step's batched products alone
+(``products_rate``), and prints the share of it the engine reaches.
 
 ``training --resnet``: images per second and seconds per CIFAR-10 epoch (50,000 images) of ResNet32 with
 doubled filters, SGD, random crop and flip, on CIFAR-shaped random images: the engine
@@ -520,6 +522,35 @@ def _ensemble_runs(case, device, data, steps: int, dtype=torch.float32):
     return run
 
 
+def products_rate(widths: list[int], k: int, batch: int, device, repeats: int = 3) -> tuple[float, float]:
+    """The ceiling of a stacked step: run-steps per second of its batched products alone, and
+    their FLOP per run-step. One step of K nets of ``widths`` is, per layer, the forward product
+    ``[K, B, in] x [K, in, out]``, the weights' gradient ``[K, in, B] x [K, B, out]`` and (but for
+    the first layer) the input's ``[K, B, out] x [K, out, in]``, in the layouts the stack uses and
+    written into buffers allocated once: what any engine of the same step must compute."""
+    device = resolve_device(device)
+    gen = torch.Generator().manual_seed(0)
+    pairs = list(zip(widths[:-1], widths[1:]))
+    make = lambda *shape: torch.randn(*shape, generator=gen).to(device)  # noqa: E731
+    w = [make(k, a, b) for a, b in pairs]
+    h = [make(k, batch, a) for a, _ in pairs]
+    g = [make(k, batch, b) for _, b in pairs]
+    out = [torch.empty(k, batch, b, device=device) for _, b in pairs]
+    grad_w = [torch.empty_like(x) for x in w]
+    grad_h = [torch.empty(k, batch, a, device=device) for a, _ in pairs]
+
+    def products():
+        for i in range(len(pairs)):
+            torch.bmm(h[i], w[i], out=out[i])
+        for i in reversed(range(len(pairs))):
+            torch.bmm(h[i].transpose(1, 2), g[i], out=grad_w[i])
+            if i:
+                torch.bmm(g[i], w[i].transpose(1, 2), out=grad_h[i])
+
+    flop = sum(2 * batch * a * b * (3 if i else 2) for i, (a, b) in enumerate(pairs))
+    return 1.0 / _best_of(products, repeats=repeats)[0], flop
+
+
 def ensemble_rows(device, steps: int, only=None, k: int | None = None, repeats: int = 1, float64: bool = True):
     """One row per net of ``ENSEMBLES`` (those whose names start with one of ``only``), each as soon
     as it is measured: K runs timed one by one (``training.fit``) and as one stack
@@ -562,9 +593,16 @@ def ensemble_rows(device, steps: int, only=None, k: int | None = None, repeats: 
             train_together = min(train_together, sum(run.trained[seed] for seed in range(n_runs)))  # shares of one stack
         # ``ratio`` counts each run's start and evaluation, which stacking does not shorten;
         # ``training_ratio`` the optimizer steps alone, what a long run spends its time on
+        # the ceiling: the step's products alone, timed in the same run
+        stack_steps_per_s, flop = products_rate([784] + [case[2]] * case[3] + [10], n_runs, case[5]["batch_size"],
+                                                device, repeats=3)
+        ceiling = n_runs * stack_steps_per_s
         row = dict(nets=case[0], k=n_runs, steps=steps, alone_s=t_alone, stacked_s=t_together,
                    ratio=t_alone / t_together, training_ratio=train_alone / train_together,
                    stacked_run_steps_per_s=n_runs * steps / t_together,
+                   stacked_train_run_steps_per_s=n_runs * steps / train_together,
+                   products_run_steps_per_s=ceiling, share_of_products=n_runs * steps / train_together / ceiling,
+                   products_gflop_per_s=ceiling * flop / 1e9,
                    max_rel_difference=_largest_difference(alone, together), max_rel_difference_float64=float("nan"),
                    differ_by=case[7], device=str(device))
         if float64:  # what is left of the difference when rounding is 1e-16
@@ -579,11 +617,16 @@ def ensembles(a) -> None:
     print(f"device {resolve_device(a.device)}, {torch.get_num_threads()} threads, {a.steps} steps per run, "
           f"MNIST-shaped random data, best of {a.repeats}")
     print(f"{'nets':17s} {'K':>3s} {'one by one':>11s} {'ensemble':>9s} {'ratio':>6s} {'steps alone':>11s} "
-          f"{'run-steps/s':>12s} {'max rel diff':>13s} {'in float64':>13s}  differ by")
+          f"{'run-steps/s':>12s} {'steps only':>11s} {'products':>9s} {'share':>6s} {'max rel diff':>13s} "
+          f"{'in float64':>13s}  differ by")
     for r in ensemble_rows(a.device, a.steps, a.only, a.k, a.repeats):
         print(f"{r['nets']:17s} {r['k']:3d} {r['alone_s']:10.2f}s {r['stacked_s']:8.2f}s {r['ratio']:5.1f}x "
-              f"{r['training_ratio']:10.1f}x {r['stacked_run_steps_per_s']:12.0f} {r['max_rel_difference']:13.1e} "
+              f"{r['training_ratio']:10.1f}x {r['stacked_run_steps_per_s']:12.0f} "
+              f"{r['stacked_train_run_steps_per_s']:11.0f} {r['products_run_steps_per_s']:9.0f} "
+              f"{r['share_of_products']:6.0%} {r['max_rel_difference']:13.1e} "
               f"{r['max_rel_difference_float64']:13.1e}  {r['differ_by']}", flush=True)
+    print("run-steps/s: the stack's whole time (start, evaluation); steps only: its optimizer steps; products: "
+          "the same steps' batched products alone (the ceiling); share: steps only / products")
 
 
 def _largest_difference(alone, together) -> float:

@@ -1,0 +1,146 @@
+"""The training step's engines (``reluinit.engine``): compiled = eager, masks kept, compiled once.
+
+Each compiled case trains a model twice from the same weights, eagerly and compiled
+(``Recipe(compile=True)``: ``torch.compile`` of the whole step), for two epochs whose last batch is
+short, with recompilation made an error. Compiled kernels sum in another order than eager ones, so
+the two agree to rounding grown by training: within ``FP32`` relative to each tensor's largest
+weight in float32, ``FP64`` in float64.
+"""
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+from reluinit import engine, models
+from reluinit.ensemble import run_together
+from reluinit.pruning import apply_masks
+from reluinit.training import DeviceData, Recipe, fit
+
+FP32, FP64 = 1e-4, 1e-10
+
+
+def _data(shape, n=3 * 16 + 5, dtype=torch.float32):
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.randn(n, *shape, generator=gen), torch.randint(0, 10, (n,), generator=gen)
+    zero, one = torch.zeros((), dtype=dtype), torch.ones((), dtype=dtype)
+    return (DeviceData(x, y, "cpu", mean=zero, std=one, dtype=dtype),
+            DeviceData(x[:20], y[:20], "cpu", mean=zero, std=one, dtype=dtype))
+
+
+def _masked(model, density=0.5, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    masks = {f"{name}.weight": torch.rand(m.weight.shape, generator=gen) < density
+             for name, m in models.weight_layers(model)}
+    return apply_masks(model, masks), masks
+
+
+def _largest_difference(a: nn.Module, b: nn.Module) -> float:
+    return max(float((p - q).abs().max() / p.abs().max().clamp_min(1e-30))
+               for p, q in zip(a.state_dict().values(), b.state_dict().values()) if p.is_floating_point())
+
+
+def _eager_and_compiled(model, shape, dtype=torch.float32, **recipe):
+    """The model trained eagerly and compiled (a copy each), two epochs of 3 full batches and a
+    short one; a recompilation fails the run."""
+    train, test = _data(shape, dtype=dtype)
+    out = []
+    for compile in (False, True):
+        m = copy.deepcopy(model).to(dtype)
+        r = Recipe(**{"optimizer": "sgd", "lr": 0.01, "batch_size": 16, "epochs": 2, "schedule": "constant",
+                      **recipe}, compile=compile)
+        with torch._dynamo.config.patch(error_on_recompile=True):
+            run = fit(m, train, test, r, seed=0)
+        assert not run.diverged and run.final["epoch"] == 2 and run.final["step"] == 8
+        out.append(m)
+    torch._dynamo.reset()
+    return out
+
+
+def _pruned_are_zero(model, masks) -> bool:
+    weights = {f"{name}.weight": (m.parametrizations.weight.original if hasattr(m, "parametrizations") else m.weight)
+               for name, m in models.weight_layers(model)}
+    return all(bool((weights[n][~mask] == 0).all()) for n, mask in masks.items())
+
+
+@pytest.mark.parametrize("optimizer", [dict(optimizer="sgd", momentum=0.9, weight_decay=5e-4, nesterov=True),
+                                       dict(optimizer="adam", lr=1e-3, weight_decay=5e-4)], ids=["sgd", "adam"])
+def test_a_compiled_masked_mlp_trains_as_eager_and_keeps_pruned_weights_at_zero(optimizer):
+    torch.manual_seed(0)
+    model, masks = _masked(models.build("ffnn", 10, (1, 8, 8), "tanh", width=32, depth=3))
+    eager, compiled = _eager_and_compiled(model, (1, 8, 8), **optimizer)
+    assert _largest_difference(eager, compiled) <= FP32
+    assert _pruned_are_zero(compiled, masks) and _pruned_are_zero(eager, masks)
+    assert _largest_difference(model, compiled) > 100 * FP32  # it trained: the comparison can fail
+
+
+def test_a_compiled_step_agrees_with_eager_to_rounding_in_float64():
+    torch.manual_seed(0)
+    model, _ = _masked(models.build("ffnn", 10, (1, 8, 8), "relu", width=32, depth=3))
+    eager, compiled = _eager_and_compiled(model, (1, 8, 8), dtype=torch.float64, momentum=0.9)
+    assert _largest_difference(eager, compiled) <= FP64
+
+
+@pytest.mark.parametrize("name", ["cnn", "resnet8"])
+def test_a_compiled_conv_net_trains_as_eager(name):
+    torch.manual_seed(0)
+    model = models.build(name, 10, (3, 8, 8), "relu", width=8, depth=3, padding="circular")
+    if name.startswith("resnet"):
+        model = models.ResNet(8, 10, 3, channels=(4, 8, 16))
+    model, masks = _masked(model)
+    eager, compiled = _eager_and_compiled(model, (3, 8, 8), momentum=0.9)
+    assert _largest_difference(eager, compiled) <= FP32
+    assert _pruned_are_zero(compiled, masks)
+
+
+def test_a_compiled_stack_trains_as_an_eager_one():
+    """Three masked nets in one stack (``ensemble``), compiled and eager."""
+    train, test = _data((1, 8, 8))
+    base = []
+    for seed in range(3):
+        torch.manual_seed(seed)
+        base.append(_masked(models.build("ffnn", 10, (1, 8, 8), "tanh", width=32, depth=3), seed=seed))
+    trained = {}
+    for compile in (False, True):
+        recipe = Recipe(optimizer="sgd", lr=0.01, momentum=0.9, weight_decay=5e-4, batch_size=16, epochs=2,
+                        schedule="constant", compile=compile)
+
+        def run(i, recipe=recipe):
+            m = copy.deepcopy(base[i][0])
+            fit(m, train, test, recipe, seed=i)
+            return m
+
+        with torch._dynamo.config.patch(error_on_recompile=True):
+            trained[compile] = run_together([0, 1, 2], run, always=True)
+    torch._dynamo.reset()
+    for (model, masks), eager, compiled in zip(base, trained[False], trained[True]):
+        assert _largest_difference(eager, compiled) <= FP32
+        assert _largest_difference(model, compiled) > 100 * FP32
+        assert _pruned_are_zero(compiled, masks)
+
+
+def test_the_engine_is_decided_once_from_the_recipe():
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert engine.mode_for(False, cpu, 10**6) == "eager"
+    assert engine.mode_for(True, cpu, 1) == "compiled"
+    assert engine.mode_for(True, cuda, 1) == "graphed"
+    assert engine.mode_for("auto", cuda, engine.AUTO_MIN_STEPS[True]) == "graphed"
+    assert engine.mode_for("auto", cuda, engine.AUTO_MIN_STEPS[True] - 1) == "eager"
+    with pytest.raises(ValueError, match="compile must be"):
+        engine.mode_for("yes", cpu, 1)
+
+
+def test_subnormals_are_flushed_on_every_thread_while_training_and_restored_after():
+    """A product of subnormal numbers is zero inside ``flushed_denormals`` whichever thread of
+    torch's pool computes it (a product this large splits across threads), and subnormal again
+    after."""
+    tiny = torch.full((2048, 256), 1e-39)
+    ones = torch.ones(256, 256) / 256
+    assert bool((tiny @ ones != 0).all())
+    with engine.flushed_denormals():
+        with engine.flushed_denormals():  # nested: the outer one keeps the mode
+            pass
+        assert bool((tiny @ ones == 0).all())
+        assert bool((tiny * 1.0 == 0).all())
+    assert bool((tiny @ ones != 0).all())
