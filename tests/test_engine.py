@@ -11,12 +11,13 @@ import copy
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from reluinit import engine, models
 from reluinit.ensemble import run_together
 from reluinit.pruning import apply_masks
-from reluinit.training import DeviceData, Recipe, fit
+from reluinit.training import DeviceData, Recipe, cross_entropy, fit
 
 FP32, FP64 = 1e-4, 1e-10
 
@@ -41,7 +42,7 @@ def _largest_difference(a: nn.Module, b: nn.Module) -> float:
                for p, q in zip(a.state_dict().values(), b.state_dict().values()) if p.is_floating_point())
 
 
-def _eager_and_compiled(model, shape, dtype=torch.float32, **recipe):
+def _eager_and_compiled(model, shape, dtype=torch.float32, loss_fn=cross_entropy, **recipe):
     """The model trained eagerly and compiled (a copy each), two epochs of 3 full batches and a
     short one; a recompilation fails the run."""
     train, test = _data(shape, dtype=dtype)
@@ -51,7 +52,7 @@ def _eager_and_compiled(model, shape, dtype=torch.float32, **recipe):
         r = Recipe(**{"optimizer": "sgd", "lr": 0.01, "batch_size": 16, "epochs": 2, "schedule": "constant",
                       **recipe}, compile=compile)
         with torch._dynamo.config.patch(error_on_recompile=True):
-            run = fit(m, train, test, r, seed=0)
+            run = fit(m, train, test, r, seed=0, loss_fn=loss_fn)
         assert not run.diverged and run.final["epoch"] == 2 and run.final["step"] == 8
         out.append(m)
     torch._dynamo.reset()
@@ -75,11 +76,21 @@ def test_a_compiled_masked_mlp_trains_as_eager_and_keeps_pruned_weights_at_zero(
     assert _largest_difference(model, compiled) > 100 * FP32  # it trained: the comparison can fail
 
 
+def _float64_loss(model, xb, yb):
+    """Cross-entropy in the logits' own type (``training.cross_entropy`` computes it in float32,
+    for bf16 logits: in float64 it rounds the loss to float32, which the compiled step then fuses
+    differently)."""
+    logits = model(xb)
+    return F.cross_entropy(logits, yb), logits
+
+
 def test_a_compiled_step_agrees_with_eager_to_rounding_in_float64():
     torch.manual_seed(0)
     model, _ = _masked(models.build("ffnn", 10, (1, 8, 8), "relu", width=32, depth=3))
-    eager, compiled = _eager_and_compiled(model, (1, 8, 8), dtype=torch.float64, momentum=0.9)
+    eager, compiled = _eager_and_compiled(model, (1, 8, 8), dtype=torch.float64, loss_fn=_float64_loss,
+                                          momentum=0.9)
     assert _largest_difference(eager, compiled) <= FP64
+    assert _largest_difference(model.double(), compiled) > 1e6 * FP64
 
 
 @pytest.mark.parametrize("name", ["cnn", "resnet8"])

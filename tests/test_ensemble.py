@@ -224,7 +224,10 @@ def test_the_benchmark_times_both_ways_and_prints_the_difference():
     out = subprocess.run([sys.executable, "-m", "reluinit.tools.benchmark", "training", "--steps", "3", "-k", "2",
                           "--only", "EP-F7", "--device", "cpu"], capture_output=True, text=True, check=True).stdout
     row = next(line for line in out.splitlines() if line.startswith("EP-F7"))
-    k, alone, together, ratio, steps_alone, rate, diff, diff64 = row.split()[1:9]
+    k, alone, together, ratio, steps_alone, rate, steps_only, products, share, diff, diff64 = row.split()[1:12]
     assert k == "2" and alone.endswith("s") and together.endswith("s") and ratio.endswith("x")
     assert steps_alone.endswith("x") and float(steps_alone[:-1]) > 0
+    # the ceiling, printed in the same run: the stack's steps take longer than their products alone
+    assert 0 < float(steps_only) < float(products) and share.endswith("%")
+    assert abs(float(share[:-1]) - 100 * float(steps_only) / float(products)) <= 1
     assert float(diff) <= 1e-5 and float(diff64) <= 1e-12

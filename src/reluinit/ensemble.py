@@ -42,6 +42,7 @@ from .training import (
     Run,
     _row,
     at_init,
+    keyed_by_engine,
     check_deadline,
     cross_entropy,
     diverged,
@@ -270,8 +271,10 @@ def fit_together(calls: list[FitCall]) -> list[dict]:
     recipe, train = first.recipe, first.train
     steps_per_epoch = math.ceil(len(train) / recipe.batch_size)
     n_epochs = recipe.n_epochs(steps_per_epoch)
+    mode = mode_for(recipe.compile, train.device, recipe.total_steps(steps_per_epoch))
     for m in members:
-        _start(m, n_epochs)
+        keyed_by_engine(m.call.checkpoint, mode)  # as ``fit``: a compiled stack's checkpoints name it
+        _start(m, n_epochs, mode)
     by_position: dict[tuple, list[_Member]] = {}
     for m in members:
         if m.finished(n_epochs):
@@ -284,7 +287,7 @@ def fit_together(calls: list[FitCall]) -> list[dict]:
     return [m.state for m in members]
 
 
-def _start(m: _Member, n_epochs: int) -> None:
+def _start(m: _Member, n_epochs: int, mode: str) -> None:
     """Resume ``m`` from its checkpoint, as ``fit`` does, or evaluate it at initialization."""
     c = m.call
     state = c.checkpoint.load(c.train.device) if c.checkpoint else None
@@ -292,7 +295,7 @@ def _start(m: _Member, n_epochs: int) -> None:
         m.run, m.state = resume(m.model, m.opt, m.gen, state), state
         log.info("resumed from %s at epoch %d of %d", c.checkpoint.path, m.run.final["epoch"], n_epochs)
     else:
-        m.run = at_init(m.model, c.test, c.recipe, c.loss_fn, c.on_epoch)
+        m.run = at_init(m.model, c.test, c.recipe, c.loss_fn, c.on_epoch, f"stacked {mode}")
 
 
 def _train(members: list[_Member], n_epochs: int, steps_per_epoch: int) -> None:
@@ -355,7 +358,7 @@ def _train(members: list[_Member], n_epochs: int, steps_per_epoch: int) -> None:
         for i, m in enumerate(stack.members):
             c = m.call
             if not bool(finite[i]):
-                _diverge(m, epoch, step, lr, seconds_train)
+                _diverge(m, epoch, step, lr, seconds_train, mode)
                 continue
             evaluated = time.perf_counter()
             test_loss, test_acc = evaluate(m.model, c.test, recipe.eval_batch_size, autocast, c.loss_fn,
@@ -363,7 +366,8 @@ def _train(members: list[_Member], n_epochs: int, steps_per_epoch: int) -> None:
             train_loss, train_acc = float(loss_sum[i]) / max(seen, 1), int(correct[i]) / max(seen, 1)
             # as ``fit``'s rows: ``seconds`` with the run's evaluation, ``train_seconds`` its steps alone
             m.run.history.append(_row(epoch, step, lr, train_loss, train_acc, test_loss, test_acc,
-                                      seconds_train + time.perf_counter() - evaluated, train_seconds=seconds_train))
+                                      seconds_train + time.perf_counter() - evaluated, train_seconds=seconds_train,
+                                      engine=f"stacked {mode}"))
             m.run.measures += [dict(row, epoch=epoch) for row in (c.on_epoch(epoch, m.model) if c.on_epoch else [])]
             m.save()
         accs = [m.run.final["test_acc"] for m in stack.members]
@@ -384,7 +388,7 @@ def _drop_diverged(stack, finite, orders, loss_sum, correct, epoch, step, lr, st
     seconds = (time.perf_counter() - started) / len(stack.members)
     for i, m in enumerate(stack.members):
         if not bool(finite[i]):
-            _diverge(m, epoch, step, lr, seconds)
+            _diverge(m, epoch, step, lr, seconds, stack.step.mode)
     rows = torch.tensor([i for i in range(len(stack.members)) if bool(finite[i])], dtype=torch.long,
                         device=orders.device)
     new = _Stack(keep, stack.step.mode) if keep else None
@@ -393,10 +397,10 @@ def _drop_diverged(stack, finite, orders, loss_sum, correct, epoch, step, lr, st
     return new, keep, orders[rows], loss_sum[rows], correct[rows], finite[rows]
 
 
-def _diverge(m: _Member, epoch: int, step: int, lr: float, seconds: float) -> None:
+def _diverge(m: _Member, epoch: int, step: int, lr: float, seconds: float, mode: str) -> None:
     c = m.call
     diverged(m.run, epoch, step, lr, c.n_classes or int(c.train.y.max().item()) + 1, seconds,
-             who=f"run {m.index} (seed {c.seed}), ")
+             who=f"run {m.index} (seed {c.seed}), ", engine=f"stacked {mode}")
     m.save()
 
 

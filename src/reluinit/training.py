@@ -50,7 +50,9 @@ class Recipe:
     in CUDA matmuls and cuDNN convolutions for the run, which PyTorch would otherwise let
     convolutions use), ``"tf32"`` (TF32 on for both: a GPU's faster fp32, 10-bit mantissa
     products), ``"bf16"`` (autocast) or ``"auto"`` (bf16 on CUDA, fp32 elsewhere). On a CPU
-    ``fp32`` and ``tf32`` are the same.
+    ``fp32`` and ``tf32`` are the same. ``compile``: the training step eager (False), compiled
+    whole by ``torch.compile`` (True; replayed as CUDA graphs on a GPU) or compiled where the run
+    is long enough to repay it (``"auto"``); ``engine.mode_for`` decides, once per run.
     """
 
     optimizer: str = "sgd"
@@ -67,7 +69,7 @@ class Recipe:
     crop_pad: int = 4  # random-crop padding, in pixels (4 for 32x32 images)
     precision: str = "fp32"
     channels_last: bool = False
-    compile: bool = False
+    compile: bool | str = False  # the step's engine: False, True or "auto" (``engine.mode_for``)
     eval_batch_size: int = 1000
     check_every: int = 100  # steps between divergence checks (each one a host synchronisation)
     # The smoke scale's truncation (config ``smoke:``): stop after this many optimizer steps, and
@@ -379,6 +381,7 @@ def _fit(model, train, test, recipe, seed, checkpoint, masks, on_epoch, loss_fn,
     gen = torch.Generator(device=device).manual_seed(seed)
     autocast = recipe.autocast_dtype(device)
     run_step = Engine(mode_for(recipe.compile, device, total_steps), run_loss(model, loss_fn, autocast), opt)
+    keyed_by_engine(checkpoint, run_step.mode)
 
     handed = _HANDED.get()
     state = handed.pop(0) if handed else (checkpoint.load(device) if checkpoint else None)
@@ -390,7 +393,7 @@ def _fit(model, train, test, recipe, seed, checkpoint, masks, on_epoch, loss_fn,
         if handed is None:
             log.info("resumed from %s at epoch %d of %d", checkpoint.path, run.final["epoch"], n_epochs)
     else:
-        run = at_init(model, test, recipe, loss_fn, on_epoch)
+        run = at_init(model, test, recipe, loss_fn, on_epoch, run_step.mode)
 
     step = run.final["step"]
     model.train()
@@ -416,13 +419,14 @@ def _fit(model, train, test, recipe, seed, checkpoint, masks, on_epoch, loss_fn,
             if step % recipe.check_every == 0 and not finite.item():
                 break
         if not finite.item():
-            diverged(run, epoch, step, lr, n_classes, time.perf_counter() - started)
+            diverged(run, epoch, step, lr, n_classes, time.perf_counter() - started, engine=run_step.mode)
         else:
             train_loss, train_acc = (loss_sum / max(seen, 1)).item(), correct.item() / max(seen, 1)
             train_seconds = time.perf_counter() - started  # the steps alone (the .item() above synchronised)
             test_loss, test_acc = evaluate(model, test, recipe.eval_batch_size, autocast, loss_fn, recipe.eval_examples)
             run.history.append(_row(epoch, step, lr, train_loss, train_acc, test_loss, test_acc,
-                                    time.perf_counter() - started, train_seconds=train_seconds))
+                                    time.perf_counter() - started, train_seconds=train_seconds,
+                                    engine=run_step.mode))
             run.measures += [dict(r, epoch=epoch) for r in (on_epoch(epoch, model) if on_epoch else [])]
             log.info("epoch %d/%d (step %d, lr %.3g): train loss %.4f acc %.4f, test loss %.4f acc %.4f, %.1f s",
                      epoch, n_epochs, step, lr, train_loss, train_acc, test_loss, test_acc, run.final["seconds"])
@@ -434,6 +438,13 @@ def _fit(model, train, test, recipe, seed, checkpoint, masks, on_epoch, loss_fn,
 
 
 # --- the steps of a run that ``fit`` and ``ensemble`` share ------------------------------------------
+
+
+def keyed_by_engine(checkpoint: Checkpoint | None, mode: str) -> None:
+    """A compiled step rounds differently from an eager one: its checkpoint's fingerprint names the
+    engine (an eager run's is unchanged, so checkpoints written before engines existed resume)."""
+    if checkpoint is not None and mode != "eager":
+        checkpoint.fingerprint = {**checkpoint.fingerprint, "engine": mode}
 
 
 def run_loss(forward: Callable, loss_fn: LossFn, autocast: torch.dtype | None):
@@ -454,11 +465,12 @@ def resume(model: nn.Module, opt: torch.optim.Optimizer, gen: torch.Generator, s
     return Run(state["history"], state["measures"], state["diverged"])
 
 
-def at_init(model: nn.Module, test: DeviceData, recipe: Recipe, loss_fn: LossFn, on_epoch) -> Run:
+def at_init(model: nn.Module, test: DeviceData, recipe: Recipe, loss_fn: LossFn, on_epoch,
+            engine: str = "eager") -> Run:
     """A fresh run: epoch 0, the test loss and accuracy at initialization and ``on_epoch``'s rows."""
     test_loss, test_acc = evaluate(model, test, recipe.eval_batch_size, recipe.autocast_dtype(test.device), loss_fn,
                                    recipe.eval_examples)
-    run = Run([_row(0, 0, math.nan, math.nan, math.nan, test_loss, test_acc, 0.0)])
+    run = Run([_row(0, 0, math.nan, math.nan, math.nan, test_loss, test_acc, 0.0, engine=engine)])
     run.measures += [dict(r, epoch=0) for r in (on_epoch(0, model) if on_epoch else [])]
     log.info("epoch 0 (init): test loss %.4f, test accuracy %.4f", test_loss, test_acc)
     return run
@@ -469,12 +481,14 @@ def stopped(run: Run, stop_when: Callable[[dict], bool] | None) -> bool:
     return run.diverged or (stop_when is not None and run.final["epoch"] > 0 and stop_when(run.final))
 
 
-def diverged(run: Run, epoch: int, step: int, lr: float, n_classes: int, seconds: float, who: str = "") -> None:
+def diverged(run: Run, epoch: int, step: int, lr: float, n_classes: int, seconds: float, who: str = "",
+             engine: str = "eager") -> None:
     """Record that the loss turned NaN or inf in ``epoch``: the run stops, at chance accuracy."""
     run.diverged = True
     log.warning("%sepoch %d: the loss became NaN or inf; the run stops and is recorded as diverged "
                 "(test accuracy = chance, 1/%d)", who, epoch, n_classes)
-    run.history.append(_row(epoch, step, lr, math.nan, math.nan, math.nan, 1.0 / n_classes, seconds, diverged=True))
+    run.history.append(_row(epoch, step, lr, math.nan, math.nan, math.nan, 1.0 / n_classes, seconds, diverged=True,
+                            engine=engine))
 
 
 def fit_state(model: nn.Module, opt: torch.optim.Optimizer, gen: torch.Generator, run: Run, masks: dict | None,
@@ -602,12 +616,13 @@ def run_rows(result: Run, extra: list[dict] | None = None, **columns) -> pd.Data
 
 
 def _row(epoch, step, lr, train_loss, train_acc, test_loss, test_acc, seconds, diverged=False,
-         train_seconds=math.nan) -> dict:
+         train_seconds=math.nan, engine="eager") -> dict:
     """One epoch of a run's history; ``seconds`` with its evaluation, ``train_seconds`` its steps only
-    (what ``reluinit.pipeline.smoke`` divides by the steps for the cost of a step)."""
+    (what ``reluinit.pipeline.smoke`` divides by the steps for the cost of a step); ``engine`` the
+    step's (``engine.MODES``, "stacked ..." for a run trained in a stack)."""
     return {"epoch": epoch, "step": step, "lr": lr, "train_loss": train_loss, "train_acc": train_acc,
             "test_loss": test_loss, "test_acc": test_acc, "seconds": seconds, "train_seconds": train_seconds,
-            "diverged": diverged}
+            "diverged": diverged, "engine": engine}
 
 
 def _plain(d: dict) -> dict:

@@ -1,6 +1,7 @@
 """The GPU check: one command that turns the GPU half of the pipeline from declared to measured.
 
     python -m reluinit.gpucheck --out DIR [--device auto] [--budget-s 480] [--tiny] [--data-dir DIR]
+                                [--stages facts engines ...]
 
 Plain Python (no Snakemake, no papermill: a GPU machine borrowed for minutes may have neither). Stages run in order of
 value; each writes its CSV into ``DIR`` as soon as it finishes, and the report is rewritten after
@@ -9,6 +10,10 @@ seconds are held against what is left of ``--budget-s``: a stage that cannot fit
 the report says so.
 
 * ``facts.csv``: the device, its memory, torch / CUDA / cuDNN versions, the commit.
+* ``engines.csv``: the training step eager, compiled and graphed (``reluinit.engine``) on RP-F3's
+  depth-100 ffnn alone and stacked, RP-T4's depth-100 cnn and doubled ResNet32: seconds and kernel
+  time per step, their spread, the gain over eager, and each engine's weights against eager's
+  (``gpucheck.engines``).
 * ``agreement.csv``: the same code gives the same science on the device as on the CPU
   (``gpucheck.agreement``): trajectory lengths, exact regions, SNIP / GraSP / SynFlow masks,
   deterministic and resumed training, a bf16 run whose loss falls.
@@ -49,6 +54,9 @@ COLUMNS = {
                    "seconds_per_step", "eval_seconds_per_image", "train_images", "steps_per_epoch",
                    "seconds_per_epoch", "epochs", "projected_hours", "declared_hours", "baseline_workers",
                    "baseline_steps_per_s", "engine_gain", "status", "device"],
+    "engines": ["family", "engine", "k", "depth", "batch_size", "precision", "steps_timed", "repeats",
+                "seconds_per_step", "spread", "kernel_seconds_per_step", "run_steps_per_s", "gain_over_eager",
+                "compile_seconds", "max_rel_difference_vs_eager", "status", "device"],
     "ensembles": ["nets", "k", "steps", "alone_s", "stacked_s", "ratio", "training_ratio", "stacked_run_steps_per_s",
                   "stacked_train_run_steps_per_s", "products_run_steps_per_s", "share_of_products",
                   "max_rel_difference", "max_rel_difference_float64", "differ_by", "device"],
@@ -76,6 +84,7 @@ class Check:
     commit: str = "unknown"
     started: float = field(default_factory=time.perf_counter)
     stages: list[dict] = field(default_factory=list)  # name, status, seconds, estimate_s, note
+    only: list[str] | None = None  # the stages to run (all when None)
 
     def left(self) -> float:
         return self.budget_s - (time.perf_counter() - self.started)
@@ -111,9 +120,10 @@ def problems(out: str | Path) -> list[str]:
 
 def _stages():
     """(name, estimated seconds on a GPU, estimated seconds with --tiny, function) in order of value."""
-    from . import agreement, cells, throughput
+    from . import agreement, cells, engines, throughput
 
-    return [("facts", 5, 1, facts), ("agreement", 90, 15, agreement.run), ("throughput", 200, 25, throughput.run),
+    return [("facts", 5, 1, facts), ("engines", 300, 60, engines.run), ("agreement", 90, 15, agreement.run),
+            ("throughput", 200, 25, throughput.run),
             ("ensembles", 60, 10, ensembles), ("packing", 70, 10, throughput.packing),
             ("reference-check", 90, 10, cells.run)]
 
@@ -189,6 +199,8 @@ def run(check: Check) -> int:
 
     failed = False
     for name, gpu_s, tiny_s, fn in _stages():
+        if check.only and name not in check.only:
+            continue
         estimate = tiny_s if check.tiny else gpu_s
         if check.left() < estimate:
             check.stages.append(dict(name=name, status="skipped", seconds=0.0, estimate_s=estimate,
@@ -229,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", help="a folder with MNIST (the 10,000-digit subset will do) for the "
                                            "reference cells that join MNIST test images; without it they use "
                                            "generated points and are not compared")
+    parser.add_argument("--stages", nargs="+", metavar="STAGE", choices=[s[0] for s in _stages()],
+                        help="only these stages (default: all, in order): " + ", ".join(s[0] for s in _stages()))
     parser.add_argument("--config", default=None, help="the workflow config (default: config.yaml of the checkout)")
     parser.add_argument("--commit", default=None, help="the commit measured (default: git's, where there is one)")
     a = parser.parse_args(argv)
@@ -252,6 +266,6 @@ def main(argv: list[str] | None = None) -> int:
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
     logging.getLogger().addHandler(handler)
     check = Check(out=out, device=device, tiny=a.tiny, budget_s=a.budget_s, data_dir=a.data_dir,
-                  config=yaml.safe_load(config_path.read_text()), commit=a.commit or _commit())
+                  config=yaml.safe_load(config_path.read_text()), commit=a.commit or _commit(), only=a.stages)
     log.info("GPU check on %s into %s, budget %.0f s%s", device, out, a.budget_s, " (tiny)" if a.tiny else "")
     return run(check)

@@ -39,6 +39,7 @@ def write(check) -> Path:
     facts = _read(out, "facts")
     if facts is not None:
         parts += ["## Facts\n", _md(facts), ""]
+    parts += _engines(_read(out, "engines"))
     parts += _agreement(_read(out, "agreement"))
     parts += _throughput(_read(out, "throughput"), check)
     parts += _ensembles(_read(out, "ensembles"))
@@ -99,6 +100,19 @@ def _bill(check, cost_path: Path) -> str:
         except Exception as e:  # the bill is a summary; the tables stand without it
             _bills[key] = f"The paper DAG could not be priced from the costs: {type(e).__name__}: {e}\n"
     return _bills[key]
+
+
+def _engines(t: pd.DataFrame | None) -> list[str]:
+    if t is None:
+        return []
+    cols = ["family", "engine", "k", "steps_timed", "repeats", "seconds_per_step", "spread", "kernel_seconds_per_step",
+            "run_steps_per_s", "gain_over_eager", "compile_seconds", "max_rel_difference_vs_eager", "status"]
+    return ["## Engines: eager, compiled, graphed\n",
+            "The same runs' steps (`reluinit.engine`) from the same weights on the same batches: wall seconds per "
+            "step (median of the repeats; spread = (slowest - fastest) / median), the device's kernel time per step, "
+            "the gain over eager, seconds spent compiling (with the warm-up steps) and the largest relative weight "
+            "difference from the eager run after the same steps.\n",
+            _md(t[cols], ".3g"), ""]
 
 
 def _ensembles(t: pd.DataFrame | None) -> list[str]:
