@@ -40,9 +40,25 @@ def test_the_tiny_check_writes_every_table_with_its_columns_and_a_report(tiny):
     out, seconds = tiny
     assert gpucheck.problems(out) == []
     report = (out / gpucheck.REPORT).read_text()
-    for stage in ("facts", "agreement", "throughput", "ensembles", "packing", "reference-check"):
+    for stage in ("facts", "engines", "agreement", "throughput", "ensembles", "packing", "reference-check"):
         assert f"| {stage} | done |" in report
-    assert seconds < 90, f"the tiny check took {seconds:.0f} s (about 45 s on 2 cores)"
+    assert seconds < 150, f"the tiny check took {seconds:.0f} s (about 80 s on 2 cores, 35 of them compiling)"
+
+
+def test_engines_time_eager_and_compiled_steps_of_the_same_runs(tiny):
+    """Each family's eager row and, for the fully connected ones, a compiled row: timed over the
+    same steps, its spread and gain stated, its weights within fp32 rounding of eager's."""
+    table = pd.read_csv(tiny[0] / "engines.csv")
+    assert (table["status"] == "ok").all(), table
+    assert set(table["family"]) == {"ffnn depth 3 alone", "ffnn depth 3 stacked", "cnn depth 3", "resnet8 (tiny)"}
+    compiled = table[table["engine"].str.endswith("compiled")]
+    assert set(compiled["family"]) == {"ffnn depth 3 alone", "ffnn depth 3 stacked"}
+    assert (compiled["max_rel_difference_vs_eager"] <= 1e-5).all()
+    assert (compiled["max_rel_difference_vs_eager"] > 0).all()  # compiled kernels round otherwise: it compared
+    assert (table["steps_timed"] == 2).all() and (table["repeats"] == 2).all()
+    assert (table["seconds_per_step"] > 0).all() and (table["spread"] >= 0).all()
+    assert table["kernel_seconds_per_step"].isna().all()  # a CUDA profiler's number: none on a CPU
+    assert "## Engines: eager, compiled, graphed" in (tiny[0] / gpucheck.REPORT).read_text()
 
 
 def test_a_missing_column_is_named(tiny, tmp_path):

@@ -8,8 +8,8 @@ model from the same initial weights, ``warm`` steps (the compile, the graphs' re
 (the median of the repeats) and their spread, the device's kernel time per step (CUDA's profiler;
 empty on a CPU), the gain over eager, the seconds spent compiling, and the largest difference of
 any weight from the eager run after the same steps (relative to its tensor's largest weight):
-agreement and speed in one table. ``--tiny``: depth 3, 3 nets, 2 steps, on the quick scale's
-sizes.
+agreement and speed in one table. ``--tiny``: depth 3, 3 nets, 2 steps, small widths, and the
+convolutional families eager only.
 """
 
 from __future__ import annotations
@@ -113,8 +113,11 @@ def rows(device, tiny: bool, steps: int, warm: int, repeats: int, families_of=No
     from ..training import DeviceData, Recipe
 
     device = torch.device(device)
-    modes = ["eager", "compiled"] + (["graphed"] if device.type == "cuda" else [])
     for f in families_of or families(tiny):
+        # --tiny compiles the fully connected families only (the conv nets' compiles took 40 s of its 75
+        # on 2 cores; tests/test_engine.py compiles those)
+        modes = ["eager"] + (["compiled"] if not tiny or f["model"] == "ffnn" else []) + \
+            (["graphed"] if device.type == "cuda" else [])
         recipe = Recipe(**f["recipe"], iterations=10**6, schedule="constant")
         gen = torch.Generator().manual_seed(0)
         n = max(4 * recipe.batch_size, 256)
