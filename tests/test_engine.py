@@ -138,6 +138,7 @@ def test_the_engine_is_decided_once_from_the_recipe():
     assert engine.mode_for(True, cuda, 1) == "graphed"
     assert engine.mode_for("auto", cuda, engine.AUTO_MIN_STEPS[True]) == "graphed"
     assert engine.mode_for("auto", cuda, engine.AUTO_MIN_STEPS[True] - 1) == "eager"
+    assert engine.mode_for("auto", cpu, 10**6) == "eager"  # compiled stacks were no faster on 2 cores
     with pytest.raises(ValueError, match="compile must be"):
         engine.mode_for("yes", cpu, 1)
 

@@ -105,8 +105,8 @@ def _kernel_seconds(fn, steps: int, device) -> float:
     return total_us / 1e6 / steps
 
 
-def rows(device, tiny: bool, steps: int, warm: int, repeats: int, families_of=None):
-    """One row per (family, engine), each as it is measured."""
+def rows(device, tiny: bool, steps: int, warm: int, repeats: int, families_of=None, only=None):
+    """One row per (family, engine), each as it is measured (only the engines of ``only``, when given)."""
     from ..engine import flushed_denormals
     from ..gpucheck.throughput import sync
     from ..nets import tf32
@@ -118,6 +118,7 @@ def rows(device, tiny: bool, steps: int, warm: int, repeats: int, families_of=No
         # on 2 cores; tests/test_engine.py compiles those)
         modes = ["eager"] + (["compiled"] if not tiny or f["model"] == "ffnn" else []) + \
             (["graphed"] if device.type == "cuda" else [])
+        modes = [m for m in modes if only is None or m in only]
         recipe = Recipe(**f["recipe"], iterations=10**6, schedule="constant")
         gen = torch.Generator().manual_seed(0)
         n = max(4 * recipe.batch_size, 256)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import io
 import logging
+import os
 import platform
 import sys
 from pathlib import Path
@@ -37,6 +38,8 @@ def start(log_path: str | None, threads: int | None = 1) -> logging.Logger:
     if threads is None:
         log.info("python %s, pandas %s", platform.python_version(), pd.__version__)
         return log
+    if Path(".snakemake").is_dir():  # a workflow's job: compiled steps (``engine``) shared by its jobs
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(".snakemake", "torchinductor").resolve()))
     import torch
 
     torch.set_num_threads(max(1, threads))
