@@ -42,12 +42,12 @@ from .training import (
     Run,
     _row,
     at_init,
-    keyed_by_engine,
     check_deadline,
     cross_entropy,
     diverged,
     evaluate,
     fit_state,
+    keyed_by_engine,
     resume,
     stopped,
 )

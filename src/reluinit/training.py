@@ -462,7 +462,9 @@ def resume(model: nn.Module, opt: torch.optim.Optimizer, gen: torch.Generator, s
     model.load_state_dict(state["model"])
     opt.load_state_dict(state["optimizer"])
     gen.set_state(state["generator"].cpu())
-    return Run(state["history"], state["measures"], state["diverged"])
+    history = [{**row, "engine": row.get("engine", "unrecorded")}  # epochs saved before engines were named
+               for row in state["history"]]
+    return Run(history, state["measures"], state["diverged"])
 
 
 def at_init(model: nn.Module, test: DeviceData, recipe: Recipe, loss_fn: LossFn, on_epoch,

@@ -50,7 +50,7 @@ COLUMNS = {
     "facts": ["fact", "value"],
     "agreement": ["check", "item", "device_value", "cpu_value", "difference", "criterion", "passes", "note"],
     "throughput": ["family", "model", "dataset", "recipe", "experiments", "module", "parameters", "batch_size",
-                   "precision", "channels_last", "augment", "steps_timed", "steps_per_s", "images_per_s",
+                   "precision", "channels_last", "augment", "engine", "steps_timed", "steps_per_s", "images_per_s",
                    "seconds_per_step", "eval_seconds_per_image", "train_images", "steps_per_epoch",
                    "seconds_per_epoch", "epochs", "projected_hours", "declared_hours", "baseline_workers",
                    "baseline_steps_per_s", "engine_gain", "status", "device"],

@@ -11,7 +11,10 @@ One row per compared item (``COLUMNS["agreement"]``), each with the criterion it
 * 20 training steps of ResNet32 (fp32, the rp-cifar10 recipe) twice in deterministic mode, bitwise
   equal; and interrupted after 10 steps and resumed from the checkpoint, bitwise equal to the
   uninterrupted run;
-* one bf16 autocast run whose training loss falls.
+* one bf16 autocast run whose training loss falls;
+* the training step compiled and graphed (CUDA) against eager (``reluinit.engine``): 5 steps of a
+  masked depth-3 tanh net from the same weights on the same batch, every weight within
+  ``ENGINE_RTOL`` of eager's (relative to its tensor's largest; fp32 kernels fused otherwise).
 
 On ``--device cpu`` both sides are the CPU: the rows then show the machinery runs, not agreement.
 """
@@ -30,6 +33,7 @@ import torch
 TRAJECTORY_RTOL = 1e-9
 NEAR_TIE_RTOL = 1e-3
 DENSITY = 0.05
+ENGINE_RTOL = 1e-4  # as tests/test_engine.py: fp32 rounding of fused kernels over a few steps
 
 
 def _row(check, item, device_value, cpu_value, difference, criterion, passes, note=""):
@@ -39,8 +43,25 @@ def _row(check, item, device_value, cpu_value, difference, criterion, passes, no
 
 def run(check) -> pd.DataFrame:
     dev, tiny = check.device, check.tiny
-    rows = trajectories(dev, tiny) + regions(dev, tiny) + pruning(dev, tiny) + training(dev, tiny)
+    rows = trajectories(dev, tiny) + regions(dev, tiny) + pruning(dev, tiny) + training(dev, tiny) + engines(dev)
     return pd.DataFrame(rows)
+
+
+def engines(dev) -> list[dict]:
+    """Compiled and graphed steps against eager ones on the device (the engines stage's runs, at the
+    tiny check's fully connected size whatever the check's size: the comparison, not the speed)."""
+    from .engines import families, rows
+
+    ffnn = [f for f in families(tiny=True) if f["family"].endswith("alone")]
+    out = []
+    for r in rows(dev, True, steps=1, warm=4, repeats=1, families_of=ffnn):
+        if r["engine"] == "eager":
+            continue
+        diff = r.get("max_rel_difference_vs_eager", float("nan"))
+        out.append(_row("training engine", f"{r['engine']} against eager, {r['family']}, 5 steps", diff, 0.0, diff,
+                        f"relative weight difference <= {ENGINE_RTOL:g}", r["status"] == "ok" and diff <= ENGINE_RTOL,
+                        r["status"]))
+    return out
 
 
 def trajectories(dev, tiny: bool) -> list[dict]:

@@ -25,7 +25,6 @@ import torch
 from . import COLUMNS
 
 
-
 def families(tiny: bool) -> list[dict]:
     """What the stage times: name, model builder, input shape, stack size, recipe settings."""
     from ..inits import init_point
@@ -49,9 +48,8 @@ def families(tiny: bool) -> list[dict]:
 
 def _model(f: dict, seed: int, device):
     from ..inits import initialize
-    from ..models import build
+    from ..models import build, weight_layers
     from ..pruning import apply_masks
-    from ..models import weight_layers
 
     kw = {} if f["width"] is None else dict(width=f["width"], depth=f["depth"])
     model = build(f["model"], 10, f["shape"], f["activation"], **kw)

@@ -12,7 +12,8 @@ is timed without a line here, and a model is never described twice.
 Then, on that model:
 
 * the engine (``training.fit``: data on the device, augmentation there, the recipe's precision and
-  layout): one epoch of warm-up steps and one timed epoch, ``train_seconds`` of the second;
+  layout, its step's engine in ``engine``): one epoch of warm-up steps and one timed epoch,
+  ``train_seconds`` of the second (eager, compiled and graphed side by side: the engines stage);
 * evaluation: seconds per test image (``training.evaluate``, the recipe's eval batch);
 * the baseline: a plain ``torch.utils.data.DataLoader`` over the same tensors on the host (fp32,
   NCHW, per-image random crop and flip in its workers where the recipe augments, ``pin_memory``)
@@ -192,7 +193,8 @@ def engine(c: dict, steps: int, warm: int, eval_images: int | None = None) -> di
     t0 = time.perf_counter()
     evaluate(c["model"], test, recipe.eval_batch_size, autocast, loss_fn)
     eval_s = (time.perf_counter() - t0) / len(test)
-    return {"status": "ok", "steps_timed": steps, "seconds_per_step": seconds / steps,
+    return {"status": "ok", "engine": run.history[1]["engine"], "steps_timed": steps,
+            "seconds_per_step": seconds / steps,
             "eval_seconds_per_image": eval_s}
 
 
@@ -296,7 +298,7 @@ def run(check) -> dict[str, pd.DataFrame]:
         log.info("%s: %s in %.1f s", fam.name, row["status"], time.perf_counter() - t0)
     table = pd.DataFrame(rows)
     for col in ("seconds_per_step", "eval_seconds_per_image", "baseline_steps_per_s", "steps_timed", "module",
-                "parameters", "batch_size", "precision", "channels_last", "augment"):
+                "parameters", "batch_size", "precision", "channels_last", "augment", "engine"):
         if col not in table:
             table[col] = math.nan
     table["steps_per_s"] = 1 / table["seconds_per_step"]
