@@ -17,7 +17,7 @@ from torch import nn
 from reluinit import engine, models
 from reluinit.ensemble import run_together
 from reluinit.pruning import apply_masks
-from reluinit.training import DeviceData, Recipe, cross_entropy, fit
+from reluinit.training import DeviceData, Recipe, cross_entropy, fit, run_loss
 
 FP32, FP64 = 1e-4, 1e-10
 
@@ -156,3 +156,24 @@ def test_subnormals_are_flushed_on_every_thread_while_training_and_restored_afte
         assert bool((tiny @ ones == 0).all())
         assert bool((tiny * 1.0 == 0).all())
     assert bool((tiny @ ones != 0).all())
+
+
+def test_the_graphed_engine_runs_its_code_on_a_cpu_as_compiled():
+    """``graphed`` is ``compiled`` with CUDA graphs (``mode="reduce-overhead"``, a step mark per
+    replay); on a CPU torch skips the graphs, so the suite runs the GPU's code path itself."""
+    torch.manual_seed(0)
+    model, masks = _masked(models.build("ffnn", 10, (1, 8, 8), "tanh", width=32, depth=3))
+    train, _ = _data((1, 8, 8))
+    trained = {}
+    for mode in ("eager", "graphed"):
+        m = copy.deepcopy(model)
+        opt = Recipe(optimizer="sgd", lr=0.01, momentum=0.9).optimizer_for(m.parameters())
+        step = engine.Engine(mode, run_loss(m, cross_entropy, None), opt)
+        for i in range(6):
+            xb, yb = train.take(torch.arange(16 * i, 16 * i + 16) % len(train))
+            loss, right = step(xb, yb)
+        trained[mode] = m
+    torch._dynamo.reset()
+    assert step.eager_steps == 1  # the first step; the other five replayed the compiled one
+    assert _largest_difference(trained["eager"], trained["graphed"]) <= FP32
+    assert _pruned_are_zero(trained["graphed"], masks)

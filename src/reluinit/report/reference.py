@@ -349,8 +349,8 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
 
 # Why an experiment of ``EXPERIMENTS`` may be absent from the reference (reference/README.md).
 ABSENT_WHY: dict[str, str] = {
-    "RP-F3": "depths 2 and 20 done (6 of 18 jobs, every set-up and sparsity: 49-65 s a depth-2 job and "
-             "261-395 s a depth-20 job on 2 CPU cores, full MNIST); depths 40 to 100 remain, about 4 hours on "
+    "RP-F3": "depths 2 and 20 done (6 of 18 jobs, every set-up and sparsity: 50-51 s a depth-2 job and "
+             "148-165 s a depth-20 job on 2 CPU cores, full MNIST); depths 40 to 100 remain, about 2 hours on "
              "2 cores at that pace (a job's time grows about linearly with depth). Its claims are judged on the "
              "cells done; RP-14 and RP-15 read depth 100",
     "RP-F5": "not run yet: RP-F3's set-ups for ELU and tanh (36 jobs of 9 runs) on the full MNIST; at RP-F3's "
