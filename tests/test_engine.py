@@ -22,7 +22,7 @@ from reluinit.training import DeviceData, Recipe, cross_entropy, fit, run_loss
 FP32, FP64 = 1e-4, 1e-10
 
 
-def _data(shape, n=3 * 16 + 5, dtype=torch.float32):
+def _data(shape, n=9 * 16 + 5, dtype=torch.float32):
     gen = torch.Generator().manual_seed(0)
     x, y = torch.randn(n, *shape, generator=gen), torch.randint(0, 10, (n,), generator=gen)
     zero, one = torch.zeros((), dtype=dtype), torch.ones((), dtype=dtype)
@@ -43,8 +43,8 @@ def _largest_difference(a: nn.Module, b: nn.Module) -> float:
 
 
 def _eager_and_compiled(model, shape, dtype=torch.float32, loss_fn=cross_entropy, **recipe):
-    """The model trained eagerly and compiled (a copy each), two epochs of 3 full batches and a
-    short one; a recompilation fails the run."""
+    """The model trained eagerly and compiled (a copy each), 20 steps: two epochs of 9 full
+    batches and a short one; a recompilation fails the run."""
     train, test = _data(shape, dtype=dtype)
     out = []
     for compile in (False, True):
@@ -53,7 +53,7 @@ def _eager_and_compiled(model, shape, dtype=torch.float32, loss_fn=cross_entropy
                       **recipe}, compile=compile)
         with torch._dynamo.config.patch(error_on_recompile=True):
             run = fit(m, train, test, r, seed=0, loss_fn=loss_fn)
-        assert not run.diverged and run.final["epoch"] == 2 and run.final["step"] == 8
+        assert not run.diverged and run.final["epoch"] == 2 and run.final["step"] == 20
         out.append(m)
     torch._dynamo.reset()
     return out
@@ -106,7 +106,7 @@ def test_a_compiled_conv_net_trains_as_eager(name):
 
 
 def test_a_compiled_stack_trains_as_an_eager_one():
-    """Three masked nets in one stack (``ensemble``), compiled and eager."""
+    """Three masked nets in one stack (``ensemble``), compiled and eager, 20 steps."""
     train, test = _data((1, 8, 8))
     base = []
     for seed in range(3):

@@ -28,8 +28,8 @@ the report says so.
 * ``gpu-report.md`` and ``gpu-cost.csv`` (seconds per step per family, what
   ``python -m reluinit.pipeline.plan paper --cost`` prices training jobs from).
 
-``--tiny`` runs every stage at toy sizes (the quick scale's models and data; on the CPU in under a
-minute), which is what the test suite runs.
+``--tiny`` runs every stage at toy sizes (the quick scale's models and data; on 2 CPU cores in about
+80 seconds, a third of them compiling steps), which is what the test suite runs.
 """
 
 from __future__ import annotations
