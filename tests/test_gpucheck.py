@@ -76,8 +76,12 @@ def test_agreement_on_the_cpu_passes_every_check(tiny):
     """Both sides are the CPU here: what this shows is that the machinery holds (a deterministic
     repeat and a resumed run bitwise equal, a bf16 run that learns), not device agreement."""
     table = pd.read_csv(tiny[0] / "agreement.csv")
-    assert set(table["check"]) == {"trajectory length", "regions on a line", "pruning masks", "training"}
+    assert set(table["check"]) == {"trajectory length", "regions on a line", "pruning masks", "training",
+                                   "training engine"}
     assert table["passes"].all(), table[~table["passes"]].to_string()
+    engines = table[table["check"] == "training engine"]  # compiled against eager (graphed on CUDA only)
+    assert list(engines["item"]) == ["compiled against eager, ffnn depth 3 alone, 5 steps"]
+    assert 0 < engines["difference"].iloc[0] <= 1e-4
     assert set(table.loc[table["check"] == "pruning masks", "item"]) == {"SNIP", "GRASP", "SYNFLOW"}
 
 
