@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -22,6 +23,12 @@ log = logging.getLogger(__name__)
 # --- subnormal numbers on the CPU ------------------------------------------------------------------
 
 
+_ON_EVERY_THREAD = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_lock = threading.Lock()
+_depth = 0  # flushed_denormals contexts open (nested ones leave the mode to the outermost)
+
+
+@functools.cache  # the runtime a process has loaded does not change: /proc/self/maps read once
 def _openmp() -> ctypes.CDLL | None:
     """The GNU OpenMP runtime torch runs its CPU threads on (Linux), or None."""
     try:
@@ -32,38 +39,24 @@ def _openmp() -> ctypes.CDLL | None:
     for path in sorted(paths):
         try:
             lib = ctypes.CDLL(path)
-            lib.GOMP_parallel  # noqa: B018 - present in every libgomp since GCC 4.9
-            return lib
+            parallel = lib.GOMP_parallel  # present in every libgomp since GCC 4.9
         except (OSError, AttributeError):
             continue
+        parallel.argtypes = [_ON_EVERY_THREAD, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint]
+        parallel.restype = None
+        return lib
     return None
 
 
-_ON_EVERY_THREAD = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-_lock = threading.Lock()
-_depth = 0  # flushed_denormals contexts open (nested ones leave the mode to the outermost)
-
-
-def _set_flush(on: bool) -> int:
+def _set_flush(on: bool) -> None:
     """Set flush-to-zero and denormals-are-zero on the calling thread and on every thread of
-    torch's CPU pool; the number of threads set. The mode is per thread (the x86 MXCSR register),
-    so ``torch.set_flush_denormal`` alone reaches only the thread that calls it, while the pool's
+    torch's CPU pool. The mode is per thread (the x86 MXCSR register), so
+    ``torch.set_flush_denormal`` alone reaches only the thread that calls it, while the pool's
     threads do half of every product."""
-    threads: set[int] = set()
-
-    def each(_):
-        torch.set_flush_denormal(on)
-        threads.add(threading.get_ident())
-
     torch.set_flush_denormal(on)
-    threads.add(threading.get_ident())
     lib = _openmp()
     if lib is not None and torch.get_num_threads() > 1:
-        callback = _ON_EVERY_THREAD(each)
-        lib.GOMP_parallel.argtypes = [_ON_EVERY_THREAD, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint]
-        lib.GOMP_parallel.restype = None
-        lib.GOMP_parallel(callback, None, torch.get_num_threads(), 0)
-    return len(threads)
+        lib.GOMP_parallel(_ON_EVERY_THREAD(lambda _: torch.set_flush_denormal(on)), None, torch.get_num_threads(), 0)
 
 
 @contextlib.contextmanager

@@ -49,6 +49,7 @@ from .training import (
     fit_state,
     keyed_by_engine,
     resume,
+    run_loss,
     stopped,
 )
 
@@ -150,7 +151,8 @@ class _Stack:
             for p, mask in self.grad_masks:
                 p.mul_(mask)
         self.opt = first.call.recipe.optimizer_for(self.params.values(), fused=True)
-        self.step = Engine(engine_mode, self.losses, self.opt, self.grad_masks)
+        self.step = Engine(engine_mode, run_loss(self, _cross_entropy_per_run, first.call.recipe.autocast_dtype(
+            first.call.train.device)), self.opt, self.grad_masks)
         for n, p in self.params.items():
             per_run = [m.opt.state.get(m.params[n], {}) for m in members]
             if per_run[0]:
@@ -180,14 +182,14 @@ class _Stack:
     def __call__(self, xb: torch.Tensor) -> torch.Tensor:
         return self.forward(self.params, self.constants, xb)
 
-    def losses(self, xb: torch.Tensor, yb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Each run's mean cross-entropy on its own batch ``[K]``, and the logits ``[K, B, C]``."""
-        recipe = self.members[0].call.recipe
-        autocast = recipe.autocast_dtype(xb.device)
-        with torch.autocast(xb.device.type, dtype=autocast or torch.float32, enabled=autocast is not None):
-            logits = self(xb)
-        losses = F.cross_entropy(logits.float().flatten(0, 1), yb.flatten(), reduction="none")
-        return losses.view(yb.shape).mean(dim=1), logits
+
+
+def _cross_entropy_per_run(stack: _Stack, xb: torch.Tensor, yb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each run's mean cross-entropy on its own batch ``[K]``, and the logits ``[K, B, C]``: the
+    stack's ``training.cross_entropy``."""
+    logits = stack(xb)
+    losses = F.cross_entropy(logits.float().flatten(0, 1), yb.flatten(), reduction="none")
+    return losses.view(yb.shape).mean(dim=1), logits
 
 
 # Optimizer state shared by every run of a stack (they have all taken the same steps): kept once.
@@ -233,9 +235,9 @@ def _mlp_forward(model: MLP):
     act = _IN_PLACE.get(model.activation, ACTIVATIONS[model.activation])
     layers, masked = [], {}
     for i, layer in enumerate(model.layers):
-        weight = f"layers.{i}.parametrizations.weight.original" if hasattr(layer, "parametrizations") \
-            else f"layers.{i}.weight"
-        if weight != f"layers.{i}.weight":
+        pruned = hasattr(layer, "parametrizations")
+        weight = f"layers.{i}.parametrizations.weight.original" if pruned else f"layers.{i}.weight"
+        if pruned:
             masked[weight] = f"layers.{i}.parametrizations.weight.0.factor"  # the mask as a float
         bias = f"layers.{i}.bias" if layer.bias is not None else None
         layers.append((weight, bias))
@@ -283,7 +285,7 @@ def fit_together(calls: list[FitCall]) -> list[dict]:
             by_position.setdefault(m.position, []).append(m)
     for group in by_position.values():
         with tf32(recipe.precision == "tf32"), flushed_denormals(train.device.type == "cpu"):  # as ``fit``
-            _train(group, n_epochs, steps_per_epoch)
+            _train(group, n_epochs, steps_per_epoch, mode)
     return [m.state for m in members]
 
 
@@ -298,14 +300,13 @@ def _start(m: _Member, n_epochs: int, mode: str) -> None:
         m.run = at_init(m.model, c.test, c.recipe, c.loss_fn, c.on_epoch, f"stacked {mode}")
 
 
-def _train(members: list[_Member], n_epochs: int, steps_per_epoch: int) -> None:
+def _train(members: list[_Member], n_epochs: int, steps_per_epoch: int, mode: str) -> None:
     """Train runs that stand at the same epoch and step as one stack until each is done."""
     first = members[0].call
     recipe, train = first.recipe, first.train
     device = train.device
     total_steps = recipe.total_steps(steps_per_epoch)
     autocast = recipe.autocast_dtype(device)
-    mode = mode_for(recipe.compile, device, total_steps)
     epoch0, step = members[0].position
     for m in members:
         m.model.train()

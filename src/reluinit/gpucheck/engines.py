@@ -161,11 +161,9 @@ def rows(device, tiny: bool, steps: int, warm: int, repeats: int, families_of=No
 
 
 def _difference(a, b) -> float:
-    if a is None:
-        return math.nan
-    return max(float((p - q).abs().max() / p.abs().max().clamp_min(1e-30))
-               for m1, m2 in zip(a, b) for p, q in zip(m1.state_dict().values(), m2.state_dict().values())
-               if p.is_floating_point())
+    from ..tools.benchmark import _largest_difference
+
+    return math.nan if a is None else _largest_difference(a, b)
 
 
 def run(check) -> pd.DataFrame:
