@@ -71,8 +71,9 @@ def initialize(model: nn.Module, scheme: str = "he", sigma_w: float | None = Non
 def init_point(init: str, activation: str, eoc_sigma_b: float = 0.0,
                ordered: dict | None = None) -> tuple[str, float | None, float]:
     """(scheme, sigma_w, sigma_b) of RP's initialization names: ``he`` (Kaiming), ``eoc`` (the edge
-    of chaos of ``activation`` at ``eoc_sigma_b``; ReLU's is He) or ``ordered`` (``ordered``'s
-    sigma_w and sigma_b, a point of the ordered phase)."""
+    of chaos of ``activation`` at ``eoc_sigma_b``; ReLU's is He) or ``ordered`` (a point of the
+    ordered phase at ``ordered``'s sigma_b: its sigma_w, or the sigma_w at which ``activation``'s
+    chi equals its ``chi``, so that one point serves every activation)."""
     if init == "he":
         return "he", math.sqrt(2.0), 0.0
     if init == "eoc":
@@ -80,7 +81,11 @@ def init_point(init: str, activation: str, eoc_sigma_b: float = 0.0,
 
         return "sigma", eoc_sigma_w(eoc_sigma_b, activation) if activation != "relu" else math.sqrt(2.0), eoc_sigma_b
     if init == "ordered":
-        if not ordered:
-            raise ValueError("init 'ordered' needs its sigma_w and sigma_b")
+        if not ordered or "sigma_b" not in ordered or ("sigma_w" in ordered) == ("chi" in ordered):
+            raise ValueError(f"init 'ordered' needs sigma_b and one of sigma_w or chi, not {ordered}")
+        if "chi" in ordered:
+            from .meanfield import sigma_w_for_chi
+
+            return "sigma", sigma_w_for_chi(ordered["chi"], ordered["sigma_b"], activation), ordered["sigma_b"]
         return "sigma", ordered["sigma_w"], ordered["sigma_b"]
     raise ValueError(f"unknown initialization {init!r}; known: he, eoc, ordered")

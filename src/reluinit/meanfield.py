@@ -132,6 +132,21 @@ def ordered_sigma_w(kappa: float, sigma_b: float, activation: str, reading: str 
                   eoc_sigma_w(sigma_b, activation))
 
 
+def sigma_w_for_chi(target: float, sigma_b: float, activation: str) -> float:
+    """The sigma_w below the EOC at which chi(sigma_w, sigma_b) = ``target`` (0 < target < 1): a point
+    of the ordered phase named by how fast it forgets its input, the same for every activation.
+
+        >>> round(chi(sigma_w_for_chi(0.8, 1.0, "tanh"), 1.0, "tanh"), 6)
+        0.8
+    """
+    if not 0 < target < 1:
+        raise ValueError(f"an ordered point has 0 < chi < 1, not {target}")
+    if activation == "relu":  # chi = sigma_w^2 / 2, whatever q*
+        return math.sqrt(2.0 * target)
+    return brentq(lambda sw: chi(sw, sigma_b, activation) - target, 1e-3, eoc_sigma_w(sigma_b, activation),
+                  xtol=1e-12)
+
+
 def edge_of_chaos(activation: str, sigma_b: float = 0.0) -> tuple[float, float]:
     """(sigma_w, chi) on the edge of chaos of ``activation`` ("relu", "tanh", "elu") for bias scale
     ``sigma_b``: the weight scale at which chi = 1, and chi evaluated there (1 up to the root
