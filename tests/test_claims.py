@@ -47,6 +47,20 @@ def test_a_cell_claim_carries_the_papers_value_and_spread():
     assert wide.expectation() == ("≈", 19.98, 14.12)
 
 
+def test_an_mnist_chance_cell_is_judged_as_chance_not_as_a_window_around_ten():
+    """RP-T4's "10.00 ± 0.0" cells: a net predicting one class scores 8.92-11.35% on MNIST's test
+    set, so the cell reads "<= 11.35": chance passes, a net that learned anything fails."""
+    chance = next(c for c in CLAIMS if c.id == "RP-T4[ordered/100]")
+    assert chance.expectation() == ("<=", 11.35, 0.0) and "judged as <= 11.35" in chance.claim
+    assert "chance" in chance.note
+    table = pd.DataFrame({"setup": "ordered", "depth": 100, "rep": [0, 1, 2], "final_test_acc": [0.1135, 0.1135, 0.1028]})
+    assert claims.evaluate(chance, table, "paper")["verdict"] == claims.REPRODUCED
+    learned = table.assign(final_test_acc=[0.1135, 0.1135, 0.4])  # one seed trained: not chance
+    assert claims.evaluate(chance, learned, "paper")["verdict"] == claims.NOT_REPRODUCED
+    trained = next(c for c in CLAIMS if c.id == "RP-T4[eoc/10]")
+    assert trained.expectation() == ("≈", 98.2, 1.0) and not trained.note
+
+
 def _claim(**kw):
     base = dict(id="T-1", paper="OP", place="here", claim="x is about 2", table="OP-F1",
                 columns=["init", "act_ratio"], measure="t.act_ratio.mean()", expect="2 ± 0.1")

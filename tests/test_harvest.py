@@ -147,3 +147,24 @@ def test_restore_refuses_a_renamed_part(exported, tmp_path):
     renamed.rename(exported / "TG" / "TG-F3a" / "gaussian.csv")
     refused = reference.restore(exported, tmp_path / "third")[2]
     assert len(refused) == 1 and "altered" in refused[0]
+
+
+def test_a_harvest_killed_between_parts_has_recorded_the_parts_it_finished(tmp_path, monkeypatch):
+    """harvest.csv grows part by part: a long harvest ended hard (a session's end, a kill) keeps the
+    commit and machine of every part it finished, which ``reference export`` then records."""
+    done = []
+
+    def run_part(config, scale, results, exp, part, *args):
+        if done:
+            raise KeyboardInterrupt  # killed during the second part
+        done.append((exp, part))
+
+    monkeypatch.setattr(harvest, "run_part", run_part)
+    monkeypatch.setattr(harvest, "part_masks", lambda *a: [])
+    with pytest.raises(KeyboardInterrupt):
+        harvest.harvest(600, tmp_path / "data", tmp_path / "out", device="cpu", tiny=True,
+                        reference=tmp_path / "none", threads=1)
+    made = pd.read_csv(tmp_path / "out" / "quick" / "harvest.csv")
+    finished = made[made.status == "finished"]
+    assert list(zip(finished.experiment, finished.part)) == done
+    assert finished.commit.notna().all() and finished.machine.notna().all()

@@ -416,3 +416,17 @@ def test_masks_on_disk_are_bits_that_come_back_exactly(tmp_path):
     first = next(iter(flipped))
     flipped[first].view(-1)[0] ^= True
     assert pruning.masks_digest(flipped) != pruning.masks_digest(masks) == pruning.masks_digest(back["a"]["masks"])
+
+
+def test_the_ordered_point_scan_empties_layers_sooner_the_further_chi_is_from_one(tmp_path):
+    """``tools.ordered_point`` (the evidence for RP's ordered point, on the bundled stand-in for
+    MNIST): each row's chi is its target, and SBP empties a layer of the same nets at a lower
+    sparsity deep in the ordered phase than near the edge (Theorem 1: the bound falls with |log chi|)."""
+    from reluinit.meanfield import chi
+    from reluinit.tools.ordered_point import scan
+
+    t = scan(str(tmp_path), ["tanh"], [0.05, 0.95], [12], nets=2, width=32, scale="quick")
+    assert len(t) == 4 and t.s_cr.between(0, 1).all()
+    assert all(chi(sw, 1.0, "tanh") == pytest.approx(c, abs=1e-9) for sw, c in zip(t.sigma_w, t.chi_target))
+    means = t.groupby("chi_target").s_cr.mean()
+    assert means[0.05] < means[0.95]

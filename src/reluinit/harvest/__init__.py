@@ -194,12 +194,18 @@ def harvest(budget_s: float, data_dir: str | Path, out: str | Path, device: str 
 
     threads = threads or torch.get_num_threads()
     made = dict(device=str(resolve_device(device)), machine=device_name(device), commit=commit())
-    rows = [dict(experiment=exp, part="", status="skipped", seconds=0.0, **made, note=why) for exp, why in skipped.items()]
+    rows = []
+
+    def record(**row) -> None:  # into harvest.csv at once: a harvest killed later keeps what it finished
+        rows.append(row | made)
+        _append(results / "harvest.csv", rows[-1])
+
+    for exp, why in skipped.items():
+        record(experiment=exp, part="", status="skipped", seconds=0.0, note=why)
     deadline = started + budget_s - MARGIN_S
     for exp, part in zip(todo["experiment"], todo["part"]):
         if time.monotonic() >= deadline:
-            rows.append(dict(experiment=exp, part=part, status="not started", seconds=0.0, **made,
-                             note="the budget ran out first"))
+            record(experiment=exp, part=part, status="not started", seconds=0.0, note="the budget ran out first")
             continue
         masks = part_masks(config, scale, results, exp, part, device, threads)  # its own benchmark files
         t0 = time.monotonic()
@@ -213,13 +219,15 @@ def harvest(budget_s: float, data_dir: str | Path, out: str | Path, device: str 
             status, note, seconds = "unfinished", f"{e}; rerun the harvest with the same --out to resume it", \
                 time.monotonic() - t0
         log.info("harvest: %s %s %s in %.1f s", exp, part, status, seconds)
-        rows.append(dict(experiment=exp, part=part, status=status, seconds=round(seconds, 2), **made, note=note))
+        record(experiment=exp, part=part, status=status, seconds=round(seconds, 2), note=note)
     table = pd.DataFrame(rows, columns=COLUMNS)
-    record = results / "harvest.csv"
-    earlier = pd.read_csv(record, dtype=str) if record.exists() else pd.DataFrame(columns=COLUMNS)
-    pd.concat([earlier, table.astype(str)], ignore_index=True).to_csv(record, index=False)
     (results / "harvest-report.md").write_text(report(table, scale, budget_s, time.monotonic() - started, results))
     return table
+
+
+def _append(path: Path, row: dict) -> None:
+    """One row more in ``harvest.csv`` (its header first when new)."""
+    pd.DataFrame([row], columns=COLUMNS).astype(str).to_csv(path, mode="a", header=not path.exists(), index=False)
 
 
 def checkpoint_mb(results: Path, exp: str, part: str) -> float:

@@ -138,19 +138,23 @@ class Claim:
 
 def _cell_claims(block: dict) -> list[Claim]:
     """One claim per cell of a paper table: the cell's keys select the rows, its value ± spread
-    (widened to ``min_tolerance``) is what the paper reports."""
+    (widened to ``min_tolerance``) is what the paper reports. A row may end with its own
+    expectation, where the paper's number means something a window around it would not test
+    (MNIST's "10.00 ± 0.0" is chance: a net predicting one class scores that class's share)."""
     out = []
     keys = block["keys"]
     for row in block["rows"]:
-        *key_values, value, spread = row
+        key_values, (value, spread, *own) = row[: len(keys)], row[len(keys):]
         where = " and ".join(f"{k} == {v!r}" for k, v in zip(keys, key_values))
         label = ", ".join(f"{k}={v}" for k, v in zip(keys, key_values))
         tol = max(float(spread), float(block.get("min_tolerance", 0)))
+        expect = own[0] if own else f"{value} ± {tol:g}"
+        read = f" (judged as {expect})" if own else ""
         out.append(Claim(
             id=f"{block['id']}[{'/'.join(map(str, key_values))}]", paper=block["paper"],
-            place=block["place"], claim=f"{block['claim']} ({label}): {value} ± {spread}",
+            place=block["place"], claim=f"{block['claim']} ({label}): {value} ± {spread}{read}",
             table=block["table"], columns=list(dict.fromkeys(keys + block["columns"])),
-            measure=block["measure"], expect=f"{value} ± {tol:g}", where=where,
+            measure=block["measure"], expect=expect, where=where, note=block.get("note", "") if own else "",
             scale=block.get("scale", "paper"), why=block.get("why", ""),
             cell=dict(zip(keys, key_values)), reported=f"{value} ± {spread}",
             table_title=block["claim"]))

@@ -29,9 +29,10 @@ from ..training import DeviceData
 
 
 def scan(data_dir: str, activations: list[str], chis: list[float], depths: list[int], nets: int,
-         width: int = 100, sigma_b: float = 1.0, per_class: int = 10) -> pd.DataFrame:
-    """One row per net: activation, chi (target and solved), sigma_w, depth, net, s_cr."""
-    split = datasets.load("mnist", data_dir, train=True, scale="paper")
+         width: int = 100, sigma_b: float = 1.0, per_class: int = 10, scale: str = "paper") -> pd.DataFrame:
+    """One row per net: activation, chi (target and solved), sigma_w, depth, net, s_cr (``scale``
+    quick: on the bundled stand-in for MNIST)."""
+    split = datasets.load("mnist", data_dir, train=True, scale=scale)
     norm = DeviceData(split.x, split.y, "cpu")
     rows = []
     for act in activations:
