@@ -450,3 +450,15 @@ def test_an_experiment_with_finished_parts_only_is_judged_on_their_cells_and_say
     assert card.loc["T-2", "verdict"] == claims.NOT_RUN
     assert card.loc["T-2", "note"] == "no rows match: its cells are not among the finished jobs yet"
     assert claims.scorecard([shallow], str(tmp_path / "nothing"), "paper")["verdict"].iloc[0] == claims.NOT_RUN
+
+
+def test_a_claim_on_a_region_waits_for_the_whole_table_where_a_cell_claim_does_not():
+    """A table arriving part by part (RP-F3 over sessions) judges a claim on one cell as soon as the
+    cell is there, but not a count over a region, which the missing cells could still change."""
+    table = pd.DataFrame({"init": ["he", "he"], "act_ratio": [1.95, 2.05]})
+    table.attrs["partial"] = 2
+    region = claims.evaluate(_claim(whole=True), table, "paper")
+    assert region["verdict"] == claims.NOT_RUN and "judged once all its jobs are done (2 finished" in region["note"]
+    assert claims.evaluate(_claim(), table, "paper")["verdict"] == claims.REPRODUCED
+    table.attrs.pop("partial")
+    assert claims.evaluate(_claim(whole=True), table, "paper")["verdict"] == claims.REPRODUCED

@@ -17,6 +17,8 @@ the paper says that number is::
       why: ...                # optional: what a disagreement means (read on the scorecard)
       also: {label: ..., where: ...}   # optional: the same measure under another filter, in the note
       note: ...               # optional: a fixed remark on how the claim reads the table, in the note
+      whole: true             # optional: reads a region or the whole grid, so a table still
+                              # arriving part by part (``reference export``) does not judge it
 
 ``measure`` is a Python expression over ``t`` (the filtered table, restricted to ``columns`` so
 that every column a claim reads is declared), numpy's arithmetic (``NUMPY``), the helpers below,
@@ -111,6 +113,9 @@ class Claim:
     # ({"label": ..., "where": ...}): e.g. TG's growth over all layers beside layers 2..L.
     also: dict | None = None
     note: str = ""  # a fixed remark shown in the note (how the claim reads the table)
+    # Judged on the finished table only: a count or extreme over a region of cells would change
+    # as the rest of its jobs arrive (RP-F3's trainable cells), where one cell's value would not.
+    whole: bool = False
     # A cell of a paper table (cell blocks only): its key values, and the paper's "mean ± sd".
     cell: dict | None = None
     reported: str = ""
@@ -420,6 +425,10 @@ def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str) -> dict:
         return row
     if table is None:
         row["note"] = f"table {claim.table} not built"
+        return row
+    if claim.whole and table.attrs.get("partial"):
+        row["note"] = (f"reads a region of {claim.table}'s cells: judged once all its jobs are done "
+                       f"({table.attrs['partial']} finished so far)")
         return row
     t = rows(claim, table)
     if t.empty:  # e.g. a sparsity or model this configuration does not train, or not run yet

@@ -48,13 +48,13 @@ from . import claims, reports
 
 GZIP_ABOVE = 500_000  # bytes of CSV
 
-# What the reference holds (issue 18): every experiment that needs no GPU.
+# What the reference holds: every experiment that needs no GPU.
 EXPERIMENTS = ["OP-F1", "OP-F2", "OP-F3",
                "LR-F1", "LR-F2", "LR-F3", "LR-F4", "LR-F5", "LR-F6", "LR-F7", "LR-F8",
                "TG-F1", "TG-F2", "TG-F3a", "TG-F3b", "TG-F4", "TG-F5", "TG-F6",
                "EP-F1", "EP-F2", "EP-F3", "EP-F5", "EP-F7", "EP-F12", "EP-F13", "EP-F14", "EP-F15", "EP-F16",
                "EP-F18",
-               "RP-F1", "RP-Th1", "RP-T7", "RP-F3",
+               "RP-F1", "RP-Th1", "RP-T7", "RP-F3", "RP-F5",
                "X-F1"]
 
 # Cheap cells of the reference recomputed by the regression oracle: (experiment, part, settings
@@ -349,16 +349,18 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
 
 # Why an experiment of ``EXPERIMENTS`` may be absent from the reference (reference/README.md).
 ABSENT_WHY: dict[str, str] = {
-    "RP-F3": "depths 2 and 20 done (6 of 18 jobs, every set-up and sparsity: 50-51 s a depth-2 job and "
-             "148-165 s a depth-20 job on 2 CPU cores, full MNIST); depths 40 to 100 remain, about 2 hours on "
-             "2 cores at that pace (a job's time grows about linearly with depth). Its claims are judged on the "
-             "cells done; RP-14 and RP-15 read depth 100",
-    "RP-F5": "not run yet: RP-F3's set-ups for ELU and tanh (36 jobs of 9 runs) on the full MNIST; at RP-F3's "
-             "measured pace (a job's time about linear in depth) about 8 hours on 2 CPU cores, or parts at a "
-             "time on a GPU through the harvest",
-    "RP-T4": "not run yet: the depth-10, 50 and 100 tanh cnn (9 runs of 10,000 SGD steps) on the full MNIST; "
-             "one depth-100 run takes about 15 minutes on an NVIDIA H100 (11.4 steps/s, "
-             "reference/gpu/nvidia-h100-2026-11-27), far longer on 2 CPU cores: for a GPU, through the harvest",
+    "RP-F3": "trained part by part on 2 CPU cores (parts.csv lists the jobs done; each is 9 runs of one set-up "
+             "and depth): `python -m reluinit.harvest --budget-s 36000 --data-dir data --out harvest/rp-F3 "
+             "--only RP-F3 --threads 1` resumes it, beside the same for RP-F5 on the other core. Its FLOPs grow "
+             "with depth: about 4.5 hours of one core in all. Claims on one cell are judged once that cell is "
+             "done; claims on a region of cells wait for the whole table",
+    "RP-F5": "trained part by part beside RP-F3 (`python -m reluinit.harvest ... --only RP-F5`): 36 jobs of 9 "
+             "runs, ELU and tanh, about 9 hours of one core in all; parts.csv lists the jobs done",
+    "RP-T4": "not run yet: the depth-10, 50 and 100 tanh cnn, 3 set-ups x 3 seeds (27 runs of 10,000 SGD "
+             "steps) on the full MNIST. On one CPU core (beside RP-F3/F5 training) a step takes 0.97 s at depth 10, 4.1 s at 50 and 7.4 s "
+             "at 100 (2.7, 11 and 20 hours a run: about 310 core-hours in all); one depth-100 run takes about "
+             "15 minutes on an NVIDIA H100 (11.4 steps/s, reference/gpu/nvidia-h100-2026-11-27): for a GPU, "
+             "through the harvest (`python -m reluinit.harvest --only RP-T4`)",
 }
 
 DATA_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "tiny_imagenet": "Tiny ImageNet", "imagenet": "ImageNet",
