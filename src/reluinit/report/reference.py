@@ -349,18 +349,19 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
 
 # Why an experiment of ``EXPERIMENTS`` may be absent from the reference (reference/README.md).
 ABSENT_WHY: dict[str, str] = {
-    "RP-F3": "trained part by part on 2 CPU cores (parts.csv lists the jobs done; each is 9 runs of one set-up "
-             "and depth): `python -m reluinit.harvest --budget-s 36000 --data-dir data --out harvest/rp-F3 "
-             "--only RP-F3 --threads 1` resumes it, beside the same for RP-F5 on the other core. Its FLOPs grow "
-             "with depth: about 4.5 hours of one core in all. Claims on one cell are judged once that cell is "
-             "done; claims on a region of cells wait for the whole table",
-    "RP-F5": "trained part by part beside RP-F3 (`python -m reluinit.harvest ... --only RP-F5`): 36 jobs of 9 "
+    "RP-F3": "trained part by part on 2 CPU cores (parts.csv lists the jobs done; each is 9 runs of one "
+             "set-up and depth); it resumes with python -m reluinit.harvest --budget-s 36000 --data-dir data "
+             "--out harvest/rp-F3 --only RP-F3 --threads 1, beside the same for RP-F5 on the other core. Its "
+             "FLOPs grow with depth: about 4.5 hours of one core in all. Claims on one cell are judged once "
+             "that cell is done; claims on a region of cells wait for the whole table",
+    "RP-F5": "trained part by part beside RP-F3 (python -m reluinit.harvest ... --only RP-F5): 36 jobs of 9 "
              "runs, ELU and tanh, about 9 hours of one core in all; parts.csv lists the jobs done",
     "RP-T4": "not run yet: the depth-10, 50 and 100 tanh cnn, 3 set-ups x 3 seeds (27 runs of 10,000 SGD "
-             "steps) on the full MNIST. On one CPU core (beside RP-F3/F5 training) a step takes 0.97 s at depth 10, 4.1 s at 50 and 7.4 s "
-             "at 100 (2.7, 11 and 20 hours a run: about 310 core-hours in all); one depth-100 run takes about "
-             "15 minutes on an NVIDIA H100 (11.4 steps/s, reference/gpu/nvidia-h100-2026-11-27): for a GPU, "
-             "through the harvest (`python -m reluinit.harvest --only RP-T4`)",
+             "steps) on the full MNIST. On one CPU core (beside RP-F3/F5 training) a step takes 0.97 s at "
+             "depth 10, 4.1 s at 50 and 7.4 s at 100 (2.7, 11 and 20 hours a run: about 310 core-hours in "
+             "all); one depth-100 run takes about 15 minutes on an NVIDIA H100 (11.4 steps/s, "
+             "reference/gpu/nvidia-h100-2026-11-27): for a GPU, through the harvest (python -m "
+             "reluinit.harvest --only RP-T4)",
 }
 
 DATA_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "tiny_imagenet": "Tiny ImageNet", "imagenet": "ImageNet",
