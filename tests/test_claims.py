@@ -462,3 +462,13 @@ def test_a_claim_on_a_region_waits_for_the_whole_table_where_a_cell_claim_does_n
     assert claims.evaluate(_claim(), table, "paper")["verdict"] == claims.REPRODUCED
     table.attrs.pop("partial")
     assert claims.evaluate(_claim(whole=True), table, "paper")["verdict"] == claims.REPRODUCED
+
+
+def test_every_claim_says_what_it_stands_on_and_what_would_fail_it_and_the_record_is_fresh():
+    """The audit record (docs/claims.md) is generated from claims.yaml: each claim quotes the paper
+    and names a result that would fail it; the expectation's failing values are read from it."""
+    assert all(c.quote and c.fails for c in CLAIMS), [c.id for c in CLAIMS if not (c.quote and c.fails)]
+    assert (ROOT / "docs" / "claims.md").read_text() == claims.record(CLAIMS) + "\n", (
+        "docs/claims.md is stale: run `python -m reluinit.report.claims record > docs/claims.md`")
+    assert claims.failing(_claim(expect="1.5 ± 0.15")) == "outside 1.35 to 1.65"
+    assert claims.failing(_claim(expect="> 0")) == "<= 0" and claims.failing(_claim(expect="<= 11.35")) == "> 11.35"
