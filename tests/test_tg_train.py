@@ -50,8 +50,8 @@ def test_the_trained_model_is_the_measured_net():
 def test_growth_factor_equals_brute_force_on_a_trained_net():
     data = _digits()
     model = _model(seed=3)
-    run, _ = tg_train.train_to_target(model, data, data, Recipe(optimizer="adam", lr=0.003, batch_size=64, epochs=1,
-                                                                schedule="constant"), 2.0, seed=0, checkpoint=None)
+    run, _, _ = tg_train.train_to_target(model, data, data, Recipe(optimizer="adam", lr=0.003, batch_size=64,
+                                                                   epochs=1, schedule="constant"), 2.0, seed=0)
     x0, x1 = data.x[0].flatten().double(), data.x[5].flatten().double()
     got = tg_train.line_growth(model.astype(torch.float64), x0, x1, 2000)
     # brute force: the float64 torch model's hidden activations at 2001 points of the line
@@ -95,10 +95,10 @@ def test_lines_are_pairs_of_the_right_kind_and_the_same_in_every_job():
 def test_training_stops_at_the_target_and_resumes(tmp_path):
     data = _digits()
     recipe = Recipe(optimizer="adam", lr=0.003, batch_size=64, epochs=3, schedule="step")
-    run, reached = tg_train.train_to_target(_model(), data, data, recipe, 0.0, seed=0, checkpoint=None)
-    assert run.final["epoch"] == 1 and reached == 1
-    run, reached = tg_train.train_to_target(_model(), data, data, recipe, 1.01, seed=0, checkpoint=None)
-    assert [r["epoch"] for r in run.history] == [0, 1, 2, 3] and reached is None
+    run, reached, dead = tg_train.train_to_target(_model(), data, data, recipe, 0.0, seed=0, checkpoint=None)
+    assert run.final["epoch"] == 1 and reached == 1 and not dead
+    run, reached, dead = tg_train.train_to_target(_model(), data, data, recipe, 1.01, seed=0, checkpoint=None)
+    assert [r["epoch"] for r in run.history] == [0, 1, 2, 3] and reached is None and not dead
     # the step schedule is that of one 3-epoch run: x0.1 after epoch 1 (3 // 2) and 2 (3 * 3 // 4)
     assert [r["lr"] for r in run.history[1:]] == pytest.approx([0.003, 0.0003, 0.00003])
     # epoch by epoch is one uninterrupted run
@@ -110,9 +110,30 @@ def test_training_stops_at_the_target_and_resumes(tmp_path):
     a = _model()
     tg_train.train_to_target(a, data, data, recipe, 1.01, seed=0, checkpoint=ckpt)
     b = _model()  # a fresh model finds the finished checkpoint and trains no more
-    run_b, _ = tg_train.train_to_target(b, data, data, recipe, 1.01, seed=0, checkpoint=ckpt)
+    run_b, _, _ = tg_train.train_to_target(b, data, data, recipe, 1.01, seed=0, checkpoint=ckpt)
     assert run_b.final["epoch"] == 3
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+
+
+def test_the_target_is_strictly_above_and_a_dead_net_stops_at_chance_flagged():
+    """TG trains "to test accuracy of greater than 95%": an accuracy equal to the target is not
+    above it. A net whose ReLUs are all off from the init predicts one class (accuracy = the largest
+    class share) and can never get there: it stops after ``dead_after`` epochs, flagged dead."""
+    data = _digits()
+    recipe = Recipe(optimizer="adam", lr=0.003, batch_size=64, epochs=6, schedule="constant")
+    model = _model()
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.Linear) and m.out_features != 10:
+                m.bias.fill_(-100.0)  # every hidden unit off for every input
+    run, reached, dead = tg_train.train_to_target(model, data, data, recipe, 0.95, seed=0, dead_after=2)
+    assert dead and reached is None and run.final["epoch"] == 2
+    assert run.final["test_acc"] <= tg_train.chance(data.y) == pytest.approx(max(np.bincount(data.y.numpy())) / len(data.y))
+    run, reached, dead = tg_train.train_to_target(_model(), data, data, recipe, 0.95, seed=0, dead_after=2)
+    assert not dead and run.final["epoch"] > 2  # a net that learns trains on
+    first = run.history[1]["test_acc"]
+    _, reached, _ = tg_train.train_to_target(_model(), data, data, recipe, first, seed=0)
+    assert reached != 1  # equal to the target after epoch 1 is not above it
 
 
 def test_quick_experiment_end_to_end(tmp_path):
