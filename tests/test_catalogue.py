@@ -138,7 +138,7 @@ def test_a_new_experiment_made_by_the_command_builds_and_keeps_the_catalogue_who
     from conftest import copy_workflow, snakemake
 
     wf = copy_workflow(tmp_path / "wf")
-    for name in ("tests", "CATALOGUE.md", "README.md"):  # what the command edits and the tests read
+    for name in ("tests", "CATALOGUE.md", "README.md", "docs"):  # what the command edits and the tests read
         src = ROOT / name
         if src.is_dir() and not (wf / name).exists():
             shutil.copytree(src, wf / name, ignore=shutil.ignore_patterns("__pycache__"))
