@@ -88,6 +88,19 @@ def test_bad_values_are_named(edit, message):
     assert message in _error(config)
 
 
+@pytest.mark.parametrize("key, value", [("sigma_w2", float("nan")), ("sigma_b", float("inf")),
+                                        ("sigma_w2", float("-inf"))])
+def test_a_non_finite_number_is_refused_by_name(key, value):
+    """YAML's .nan and .inf are floats, and a plain JSON schema takes them for numbers (a NaN passes
+    every minimum): the job would then die deep in linear algebra. ``validate`` refuses them."""
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    config["experiments"]["EP-F18"]["paper"][key] = value
+    with pytest.raises(jsonschema.ValidationError) as refused:
+        validate(config, ROOT / "workflow/schemas/config.schema.yaml")
+    assert explain(refused.value) == (f"invalid config: key 'experiments.EP-F18.paper.{key}' = {value!r}: "
+                                      "a finite number is meant here (not .nan or .inf)")
+
+
 def test_an_unknown_recipe_names_its_key_and_the_known_recipes():
     config = json.loads(json.dumps(yaml.safe_load((ROOT / "config.yaml").read_text())))  # anchors unshared
     assert unknown_recipes(config) == []

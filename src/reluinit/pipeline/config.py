@@ -6,6 +6,7 @@ Snakemake's rules with a faster parse); ``explain`` turns a rejection into one l
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -102,6 +103,8 @@ def explain(error: jsonschema.ValidationError, command_line: bool = True) -> str
         if err.validator == "additionalProperties":
             line += f" (known: {', '.join(sorted(err.schema.get('properties', {})))})"
         return line
+    if isinstance(err.instance, float) and not math.isfinite(err.instance):
+        return f"invalid config: key '{where}' = {err.instance!r}: a finite number is meant here (not .nan or .inf)"
     line = f"invalid config: key '{where}' = {err.instance!r}: {err.message}"
     if isinstance(err.instance, str) and err.validator == "type" and command_line:
         # `--config key={a: {b: [1, 2]}}` hands nested values over as strings
@@ -151,7 +154,12 @@ def validate(config: dict, schema_path: str | Path) -> None:
                     instance.setdefault(key, sub["default"])
         yield from check_properties(validator, properties, instance, subschema)
 
-    jsonschema.validators.extend(base, {"properties": with_defaults})(schema).validate(config)
+    def finite_number(checker, instance) -> bool:  # YAML's .nan and .inf are floats, never a setting
+        return base.TYPE_CHECKER.is_type(instance, "number") and (
+            not isinstance(instance, float) or math.isfinite(instance))
+
+    checker = base.TYPE_CHECKER.redefine("number", finite_number)
+    jsonschema.validators.extend(base, {"properties": with_defaults}, type_checker=checker)(schema).validate(config)
 
 
 def yaml_problem(path: str | Path) -> str | None:
