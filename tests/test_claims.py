@@ -472,3 +472,21 @@ def test_every_claim_says_what_it_stands_on_and_what_would_fail_it_and_the_recor
         "docs/claims.md is stale: run `python -m reluinit.report.claims record > docs/claims.md`")
     assert claims.failing(_claim(expect="1.5 ± 0.15")) == "outside 1.35 to 1.65"
     assert claims.failing(_claim(expect="> 0")) == "<= 0" and claims.failing(_claim(expect="<= 11.35")) == "> 11.35"
+
+
+@pytest.mark.parametrize("measure, what", [
+    ("t.act_ratio.mean() + 0 * sum(range(10 ** 15))", "ran past 2 s of CPU"),
+    ("len('x' * 10 ** 12)", "needed more than 1 GB of memory"),
+])
+def test_a_claim_that_would_never_end_or_fill_memory_is_stopped_and_named(measure, what, tmp_path):
+    """Claims are data, judged in a child process under CPU and memory limits: the claim that hits
+    one is named on its row, and the claims after it are still judged."""
+    table = tmp_path / "OP" / "OP-F1.csv"
+    table.parent.mkdir(parents=True)
+    TABLE.to_csv(table, index=False)
+    he = "init == 'he'"
+    card = claims.scorecard([_claim(id="T-1", where=he), _claim(id="T-2", measure=measure, where=he),
+                             _claim(id="T-3", where=he)], str(tmp_path),
+                            "quick", limits={"cpu_seconds": 2, "memory_bytes": 2**30})
+    assert list(card["verdict"]) == [claims.REPRODUCED, claims.INVALID, claims.REPRODUCED]
+    assert what in card.loc[1, "note"] and "claim T-2" in card.loc[1, "note"]

@@ -469,15 +469,63 @@ def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str) -> dict:
     return row
 
 
-def scorecard(claims: list[Claim], results: str, scale: str) -> pd.DataFrame:
-    """Every claim evaluated against the tables under ``results`` (tables read once each)."""
+# What one claim may spend: a measure is data, but one such as ``sum(range(10**15))`` passes every
+# check of its text and would hold the claims job for ever, and ``'x' * 10**12`` would take the
+# machine's memory. Claims are judged in a child process under these limits; the claim that hits
+# one is named on its row (verdict "invalid") and the others are judged as usual.
+LIMITS = {"cpu_seconds": 60, "memory_bytes": 8 * 2**30}
+
+
+def scorecard(claims: list[Claim], results: str, scale: str, limits: dict | None = None) -> pd.DataFrame:
+    """Every claim evaluated against the tables under ``results`` (tables read once each), in a
+    child process under ``limits`` (``LIMITS``): a claim whose measure runs past its CPU seconds or
+    memory gets an "invalid" row that says so and names it, and the child starts again after it."""
+    import multiprocessing as mp
+
+    limits = {**LIMITS, **(limits or {})}
+    rows: list[dict] = []
+    ctx = mp.get_context("fork")
+    while len(rows) < len(claims):
+        todo = claims[len(rows):]
+        receive, send = ctx.Pipe(duplex=False)
+        child = ctx.Process(target=_judge_all, args=(todo, results, scale, limits, send), daemon=True)
+        child.start()
+        send.close()
+        while len(rows) < len(claims):
+            try:
+                rows.append(receive.recv())
+            except EOFError:  # the child died on the claim it was judging: its CPU limit
+                rows.append(_over_limit(claims[len(rows)], scale, f"ran past {limits['cpu_seconds']} s of CPU"))
+                break
+        child.join()
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _judge_all(claims: list[Claim], results: str, scale: str, limits: dict, send) -> None:
+    """The child of ``scorecard``: each claim judged under the limits, its row sent as it is done."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (limits["memory_bytes"], resource.RLIM_INFINITY))
     tables: dict[str, pd.DataFrame | None] = {}
-    rows = []
     for c in claims:
         if c.table not in tables:
             tables[c.table] = _table(results, c.table)
-        rows.append(evaluate(c, tables[c.table], scale))
-    return pd.DataFrame(rows, columns=COLUMNS)
+        used = int(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]))
+        resource.setrlimit(resource.RLIMIT_CPU, (used + limits["cpu_seconds"], resource.RLIM_INFINITY))
+        try:
+            row = evaluate(c, tables[c.table], scale)
+        except MemoryError:
+            row = _over_limit(c, scale, f"needed more than {limits['memory_bytes'] / 2**30:g} GB of memory")
+        send.send(row)
+    send.close()
+
+
+def _over_limit(claim: Claim, scale: str, what: str) -> dict:
+    """The row of a claim whose measure hit a limit of ``scorecard``."""
+    return {"claim": claim.id, "paper": claim.paper, "place": claim.place, "statement": claim.claim,
+            "table": claim.table, "expected": str(claim.expect), "measured": float("nan"), "scale": scale,
+            "verdict": INVALID, "why": claim.why,
+            "note": f"invalid: its measure {what} and was stopped; make it cheaper in claims.yaml (claim {claim.id})"}
 
 
 def _table(results: str, exp: str) -> pd.DataFrame | None:
