@@ -168,3 +168,17 @@ def test_a_harvest_killed_between_parts_has_recorded_the_parts_it_finished(tmp_p
     finished = made[made.status == "finished"]
     assert list(zip(finished.experiment, finished.part)) == done
     assert finished.commit.notna().all() and finished.machine.notna().all()
+
+
+def test_restore_keeps_a_part_the_tree_holds_and_says_whether_it_is_the_references(exported, tmp_path):
+    """A results tree's own file is never overwritten; restore says, per part already there, that it
+    is the reference's, or that it differs and what would take the reference's instead."""
+    tree = tmp_path / "tree y ü"
+    assert len(reference.restore(exported, tree)[0]) == 2
+    mine = tree / "TG" / "TG-F3a" / "uniform.csv"
+    mine.write_text(mine.read_text().replace("1.25", "1.35"))  # another valid run's numbers
+    restored, left_out, refused = reference.restore(exported, tree)
+    assert restored == [] and refused == [] and mine.read_text().count("1.35") == 1
+    assert any(line.startswith("TG-F3a gaussian: ") and "the same as the reference's" in line for line in left_out)
+    differs = next(line for line in left_out if line.startswith("TG-F3a uniform: "))
+    assert "differs from the reference's" in differs and f"`rm '{mine}'` and restore again" in differs

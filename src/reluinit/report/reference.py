@@ -406,7 +406,10 @@ def restore(root: str | Path, results: str | Path, scale: str = "paper",
     for f in sorted(root.glob("*/*/*.csv*")):
         exp, part = f.parent.name, _part_name(f)
         target = Path(results) / f.relative_to(root).with_suffix("" if f.suffix == ".gz" else ".csv")
-        if exp not in catalogue.ENTRIES or target.exists():
+        if exp not in catalogue.ENTRIES:
+            continue
+        if target.exists():  # the tree's own file is kept; say whether it is the reference's
+            left_out.append(_already_there(f, target, exp, part))
             continue
         if exp not in now:  # once per experiment (setdefault would hash its code for every part)
             now[exp] = fingerprints(exp, config_file, scale)
@@ -446,6 +449,20 @@ def restore(root: str | Path, results: str | Path, scale: str = "paper",
             shutil.copytree(folder, target)
             restored.append(target)
     return restored, left_out, refused
+
+
+def _already_there(kept: Path, target: Path, exp: str, part: str) -> str:
+    """What ``restore`` says of a part the results tree holds already: never overwritten."""
+    import shlex
+
+    try:
+        same = part_bytes(kept) == target.read_bytes()
+    except (DamagedPart, OSError):
+        same = False
+    if same:
+        return f"{exp} {part}: {target} is there already, the same as the reference's"
+    return (f"{exp} {part}: kept {target}, which is there already and differs from the reference's; to take the "
+            f"reference's instead, `rm {shlex.quote(str(target))}` and restore again")
 
 
 def _part_name(f: Path) -> str:
