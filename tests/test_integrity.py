@@ -329,3 +329,28 @@ def test_a_seal_whose_rows_is_not_a_count_names_the_file(tmp_path, rows):
         integrity.verify(path)
     moved = integrity.sweep(tmp_path / "results" / "quick")
     assert [(p, why.split(" (")[0]) for p, _, why in moved] == [(path, "its seal OP-F1.csv.seal is unreadable")]
+
+
+@pytest.mark.workflow
+def test_a_suggested_command_pasted_into_a_shell_works_from_a_folder_with_spaces_and_accents(tmp_path, monkeypatch):
+    """The commands a message suggests are pasted into a shell: with results in `x y/résultats ü`
+    (and a config file there too) every path is one word again, and Snakemake plans the job."""
+    import shlex
+    import subprocess
+
+    from conftest import ROOT, SNAKEMAKE
+
+    results = tmp_path / "x y" / "résultats ü"
+    mine = tmp_path / "x y" / "my config ü.yaml"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("device: cpu\n")
+    monkeypatch.setenv(integrity.CONFIGFILES_ENV, "")
+    integrity.share_configfiles([mine])
+    suggested = integrity.rebuild_command(results / "quick" / "OP" / "OP-F1.csv")
+    words = shlex.split(suggested)
+    assert str(results / "quick" / "OP" / "OP-F1.csv") in words and f"results={results}" in words
+    assert str(mine) in words
+    pasted = shlex.join(SNAKEMAKE) + suggested.removeprefix("snakemake").replace(" --force", " --force -n", 1)
+    run = subprocess.run(["bash", "-c", pasted], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "OP-F1" in run.stdout + run.stderr

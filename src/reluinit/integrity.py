@@ -20,6 +20,7 @@ import errno
 import hashlib
 import json
 import os
+import shlex
 from pathlib import Path
 
 SUFFIX = ".seal"
@@ -165,7 +166,7 @@ def shown(path: str | Path) -> str:
 def share_configfiles(files) -> None:
     """Hand the run's config files (``--configfile``) to its jobs, whose suggested commands repeat
     them (``rebuild_command``), each as ``shown``."""
-    os.environ[CONFIGFILES_ENV] = " ".join(shown(f) for f in files)
+    os.environ[CONFIGFILES_ENV] = " ".join(shlex.quote(shown(f)) for f in files)
 
 
 # config.yaml's own `results` and `data_dir`: a command omits the setting only where the run used
@@ -177,7 +178,8 @@ DEFAULT_DATA = "data"
 def command(targets: str, force: bool = False, settings=(), cores: bool = True) -> str:
     """The one builder of every Snakemake command a message suggests: ``targets``, then the run's
     config files (``--configfile``) and ``settings`` (``--config`` words; last, as ``--config`` takes
-    every word after it)."""
+    every word after it). Targets and settings come shell-quoted (``rebuild_command``): the command
+    works when pasted, whatever spaces or letters its paths hold."""
     files = os.environ.get(CONFIGFILES_ENV, "")
     return (f"snakemake {targets}{' --force' if force else ''}{' --cores 1' if cores else ''}"
             + (f" --configfile {files}" if files else "") + (f" --config {' '.join(settings)}" if settings else ""))
@@ -198,8 +200,8 @@ def rebuild_command(path: str | Path, force: bool = True, data_dir: str | Path |
     settings = []
     if data_dir is not None:
         if _differs(Path(data_dir), DEFAULT_DATA):
-            settings.append(f"data_dir={data_dir}")
-        return command(str(path), force, settings)
+            settings.append(shlex.quote(f"data_dir={data_dir}"))
+        return command(shlex.quote(str(path)), force, settings)
     parts = Path(path).parts[:-1]
     at = max((i for i, p in enumerate(parts) if p in SCALES), default=None)
     if at is not None:
@@ -207,8 +209,8 @@ def rebuild_command(path: str | Path, force: bool = True, data_dir: str | Path |
             settings.append(f"scale={parts[at]}")
         root = Path(*parts[:at]) if at else Path(".")
         if _differs(root, DEFAULT_RESULTS):
-            settings.append(f"results={root}")
-    return command(str(path), force, settings)
+            settings.append(shlex.quote(f"results={root}"))
+    return command(shlex.quote(str(path)), force, settings)
 
 
 def verify(path: str | Path) -> None:
