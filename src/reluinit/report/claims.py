@@ -47,6 +47,7 @@ import builtins
 import math
 import os
 import re
+import signal
 from dataclasses import dataclass, fields
 from html import escape
 from pathlib import Path
@@ -493,10 +494,17 @@ def scorecard(claims: list[Claim], results: str, scale: str, limits: dict | None
         send.close()
         while len(rows) < len(claims):
             try:
-                rows.append(receive.recv())
-            except EOFError:  # the child died on the claim it was judging: its CPU limit
-                rows.append(_over_limit(claims[len(rows)], scale, f"ran past {limits['cpu_seconds']} s of CPU"))
+                kind, got = receive.recv()
+            except EOFError:  # the child died on the claim it was judging
+                child.join()
+                what = (f"ran past {limits['cpu_seconds']} s of CPU" if child.exitcode == -signal.SIGXCPU
+                        else f"ended the process judging it (exit code {child.exitcode})")
+                rows.append(_over_limit(claims[len(rows)], scale, what))
                 break
+            if kind == "error":  # a claim that cannot be judged stops the scorecard, as it always did
+                child.join()
+                raise got
+            rows.append(got)
         child.join()
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -516,8 +524,21 @@ def _judge_all(claims: list[Claim], results: str, scale: str, limits: dict, send
             row = evaluate(c, tables[c.table], scale)
         except MemoryError:
             row = _over_limit(c, scale, f"needed more than {limits['memory_bytes'] / 2**30:g} GB of memory")
-        send.send(row)
+        except Exception as e:  # noqa: BLE001 - handed to the parent, which raises it
+            send.send(("error", e if _picklable(e) else RuntimeError(f"claim {c.id}: {e}")))
+            return
+        send.send(("row", row))
     send.close()
+
+
+def _picklable(e: Exception) -> bool:
+    import pickle
+
+    try:
+        pickle.dumps(e)
+    except Exception:  # noqa: BLE001
+        return False
+    return True
 
 
 def _over_limit(claim: Claim, scale: str, what: str) -> dict:
