@@ -235,3 +235,46 @@ def test_full_size_fashion_mnist_loads_through_torchvision(tmp_path):
     assert train.x.shape == (60000, 1, 28, 28) and test.x.shape == (10000, 1, 28, 28)
     assert torch.bincount(train.y).tolist() == [6000] * 10
     assert 0.2 < train.x.mean().item() < 0.4 and train.x.max().item() == 1.0
+
+
+def _refused(root) -> str:
+    with pytest.raises(datasets.DatasetUnavailable) as err:
+        datasets.load("mnist", root)
+    with pytest.raises(datasets.DatasetUnavailable) as again:
+        datasets.fetch("mnist", root)
+    assert str(again.value) == str(err.value)
+    return str(err.value)
+
+
+def test_mnist_files_whole_but_not_mnists_are_refused_by_name(tmp_path):
+    """A label file from the other split (its header and size agree with each other), a header that
+    says one label fewer, a wrong IDX type byte: each is named with the fix before anything reads it."""
+    make_mnist(tmp_path)
+    raw = tmp_path / "MNIST" / "raw"
+    labels = raw / "train-labels-idx1-ubyte"
+    shutil.copy(raw / "t10k-labels-idx1-ubyte", labels)  # 5 labels for 12 images
+    assert _refused(tmp_path).startswith(f"{labels} is damaged (5 labels for the 12 images of train-images-idx3-ubyte)")
+    write_idx(labels, np.zeros(11))  # a header of 11: self-consistent, one short
+    assert "11 labels for the 12 images" in _refused(tmp_path)
+    write_idx(labels, np.zeros(12))
+    images = raw / "t10k-images-idx3-ubyte"
+    data = bytearray(images.read_bytes())
+    data[2] = 0x0D  # float32's type code: torchvision would fail with a TypeError naming no file
+    images.write_bytes(bytes(data))
+    message = _refused(tmp_path)
+    assert message.startswith(f"{images} is damaged (its IDX type byte is 0x0d where MNIST's files hold unsigned "
+                              "bytes (0x08))") and "fetch mnist again with `snakemake" in message
+
+
+def test_a_file_of_mnists_official_size_must_be_mnists(tmp_path, monkeypatch):
+    """The official files' sizes and MD5 are known: a file of that size with other bytes is refused;
+    a file of another size (a subset, your own data) is checked for consistency only."""
+    make_mnist(tmp_path)
+    labels = tmp_path / "MNIST" / "raw" / "train-labels-idx1-ubyte"
+    monkeypatch.setitem(datasets.MNIST_OFFICIAL, labels.name, (labels.stat().st_size, "0" * 32))
+    assert f"MNIST's size ({labels.stat().st_size:,} bytes) with MD5 {md5(labels)} where the official file's is " \
+           f"{'0' * 32}" in _refused(tmp_path)
+    monkeypatch.setitem(datasets.MNIST_OFFICIAL, labels.name, (labels.stat().st_size, md5(labels)))
+    assert len(datasets.load("mnist", tmp_path).y) == 12
+    monkeypatch.setitem(datasets.MNIST_OFFICIAL, labels.name, (60_008, "0" * 32))  # not the official size
+    assert len(datasets.load("mnist", tmp_path).y) == 12

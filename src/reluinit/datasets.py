@@ -7,6 +7,7 @@ Fetching (``fetch``) runs on a machine with internet, once, into one data direct
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import shutil
@@ -148,27 +149,67 @@ def _manual_instructions(cls, root: Path) -> str:
             f"or extracted as {cls.base_folder}/)")
 
 
+# The official MNIST files, unpacked: bytes and MD5 (yann.lecun.com's set). A file of an official
+# size must be that file; files of other sizes are a subset or the user's own data, checked for
+# consistency only and labelled by their size (``_label``).
+MNIST_OFFICIAL = {
+    "train-images-idx3-ubyte": (47_040_016, "6bbc9ace898e44ae57da46a324031adb"),
+    "train-labels-idx1-ubyte": (60_008, "a25bea736e30d166cdddb491f175f624"),
+    "t10k-images-idx3-ubyte": (7_840_016, "2646ac647ad5339dbf082846283269ea"),
+    "t10k-labels-idx1-ubyte": (10_008, "27ae3e4e09519cfbb04c329615203637"),
+}
+IDX_UBYTE = 0x08  # the IDX type code of unsigned bytes, which every MNIST-family file holds
+
+
+def _idx_problem(path: Path) -> tuple[str | None, list[int]]:
+    """What is wrong with an MNIST-family IDX file's format (None if nothing), and its dimensions."""
+    with open(path, "rb") as f:
+        head = f.read(4)
+        dims = [int.from_bytes(f.read(4), "big") for _ in range(head[3] if len(head) == 4 else 0)]
+    size = path.stat().st_size
+    if len(head) < 4 or head[:2] != b"\0\0":
+        return f"{size:,} bytes, no IDX header", dims
+    if head[2] != IDX_UBYTE:
+        return f"its IDX type byte is 0x{head[2]:02x} where MNIST's files hold unsigned bytes (0x08)", dims
+    want = 1 if "labels" in path.name else 3
+    if len(dims) != want:
+        return f"its header gives {len(dims)} dimensions where a {'label' if want == 1 else 'image'} file has {want}", dims
+    expected = 4 + 4 * len(dims) + int(np.prod(dims))
+    if expected != size:
+        return f"{size:,} bytes where its header promises {expected:,}", dims
+    return None, dims
+
+
 def damaged_files(name: str, root: str | Path) -> list[tuple[Path, str]]:
-    """Files of a torchvision dataset under ``root`` that are there but not whole, and why: an
-    MNIST-family IDX file whose size is not what its header promises, a CIFAR batch whose MD5 is
-    not the published one. (torchvision says only "not found or corrupted".)"""
+    """Files of a torchvision dataset under ``root`` that are there but not what they claim, and
+    why: an MNIST-family IDX file whose header is not MNIST's (type byte, dimensions) or whose size
+    is not what its header promises, a split whose images and labels differ in count, an official
+    MNIST file's size with another MD5; a CIFAR batch whose MD5 is not the published one.
+    (torchvision says only "not found or corrupted", or reads what it is given.)"""
     cls = _torchvision_class(name)
     root = Path(root)
     found = []
     if hasattr(cls, "mirrors"):  # MNIST family: IDX files, a header of dimensions, then the bytes
         raw = root / cls.__name__ / "raw"
+        counts: dict[str, dict[str, tuple[Path, int]]] = {}
         for fname, _ in cls.resources:
             path = raw / fname.removesuffix(".gz")
             if not path.exists():
                 continue
-            with open(path, "rb") as f:
-                head = f.read(4)
-                dims = [int.from_bytes(f.read(4), "big") for _ in range(head[3] if len(head) == 4 else 0)]
-            expected = 4 + 4 * len(dims) + int(np.prod(dims)) if len(head) == 4 and dims else None
-            size = path.stat().st_size
-            if expected != size:
-                found.append((path, f"{size:,} bytes where its header promises {expected:,}" if expected
-                              else f"{size:,} bytes, no IDX header"))
+            problem, dims = _idx_problem(path)
+            if problem is None and name == "mnist" and path.name in MNIST_OFFICIAL:
+                size, md5 = MNIST_OFFICIAL[path.name]
+                if path.stat().st_size == size and _md5(path) != md5:
+                    problem = f"MNIST's size ({size:,} bytes) with MD5 {_md5(path)} where the official file's is {md5}"
+            if problem:
+                found.append((path, problem))
+            elif dims:
+                split, kind = path.name.split("-")[:2]
+                counts.setdefault(split, {})[kind] = (path, dims[0])
+        for split in counts.values():
+            if len(split) == 2 and split["images"][1] != split["labels"][1]:
+                (images, n_images), (labels, n_labels) = split["images"], split["labels"]
+                found.append((labels, f"{n_labels:,} labels for the {n_images:,} images of {images.name}"))
     for fname, md5 in getattr(cls, "train_list", []) + getattr(cls, "test_list", []):  # CIFAR
         path = root / cls.base_folder / fname
         if path.exists() and _md5(path) != md5:
@@ -239,6 +280,13 @@ def _open_torchvision(cls, root: Path, train: bool, download: bool):
 
 
 def _md5(path: Path) -> str:
+    """The file's MD5, computed once per process for a file unchanged since (its size and time)."""
+    st = Path(path).stat()
+    return _md5_of(str(path), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _md5_of(path: str, size: int, mtime_ns: int) -> str:
     h = hashlib.md5()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -341,6 +389,9 @@ def load(name: str, root: str | Path, train: bool = True, scale: str = "paper") 
         import torchvision
 
         return to_split(torchvision.datasets.ImageFolder(str(folder)), name)
+    damaged = _damaged_message(name, Path(root)) if hasattr(_torchvision_class(name), "mirrors") else None
+    if damaged:  # checked before anything reads it
+        raise DatasetUnavailable(damaged)
     try:
         ds = _open_torchvision(_torchvision_class(name), Path(root), train, download=False)
     except (RuntimeError, ValueError) as e:
