@@ -294,3 +294,46 @@ def test_a_transposed_convolution_is_refused_by_name():
     model = nn.Sequential(nn.ConvTranspose2d(2, 2, 3), nn.ReLU(), nn.Flatten(), nn.Linear(50, 1))
     with pytest.raises(TypeError, match="layer 0 .ConvTranspose2d.: transposed convolutions"):
         pruning.prune(model, "magnitude", 0.5)
+
+
+# --- precision and non-finite weights -------------------------------------------------------------
+
+def _small_net(seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 1)).double()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_the_geometry_of_a_net_in_low_precision_is_that_of_the_same_net_in_float64(dtype):
+    """Exact geometry computes in float64 whatever precision the model is in: a float16 copy of a
+    net counts the regions of its float64 twin (the very same weights), not rounding's."""
+    rng = torch.Generator().manual_seed(1)
+    x0, x1 = torch.randn(6, 4, generator=rng, dtype=F64), torch.randn(6, 4, generator=rng, dtype=F64)
+    low = _small_net().to(dtype)
+    twin = _small_net().to(dtype).double()  # the rounded weights, in float64
+    got = [r.count for r in regions_on_line(low, x0, x1, 0.0, 1.0)]
+    assert got == [r.count for r in regions_on_line(twin, x0, x1, 0.0, 1.0)]
+    assert got == [_dense_count(twin, a, b) for a, b in zip(x0, x1)]
+    assert len(plane_partition(low, [0] * 4, [1, 0, 0, 0], [0, 1, 0, 0], 2.0)) == len(
+        plane_partition(twin, [0] * 4, [1, 0, 0, 0], [0, 1, 0, 0], 2.0))
+    stats = trajectory_stats(low, x0[0], x1[0], n_pieces=2000)
+    assert np.allclose(stats["length"], trajectory_stats(twin, x0[0], x1[0], n_pieces=2000)["length"], rtol=1e-12)
+    assert affine_maps(low, np.zeros((1, 64), np.int8))[0].dtype == F64
+    assert next(low.parameters()).dtype == dtype  # the model itself is left as it was
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf])
+@pytest.mark.parametrize("what", ["weight", "bias"])
+def test_a_net_with_a_non_finite_weight_is_refused_with_its_layer(value, what):
+    """A NaN or inf weight in layer 2 used to leave the clean net's count: the net's output along
+    the line is NaN there, so every exact measurement refuses it, naming the layer."""
+    model = _small_net()
+    with torch.no_grad():
+        getattr(model[2], what)[3] = value
+    kind = "weights" if what == "weight" else "biases"
+    for call, name in [(lambda: regions_on_line(model, torch.zeros(4), torch.ones(4)), "regions_on_line"),
+                       (lambda: plane_partition(model, [0] * 4, [1, 0, 0, 0], [0, 1, 0, 0], 1.0), "plane_partition"),
+                       (lambda: affine_maps(model, np.zeros((1, 64), np.int8)), "affine_maps"),
+                       (lambda: trajectory_stats(model, torch.zeros(4), torch.ones(4)), "trajectory_stats")]:
+        with pytest.raises(ValueError, match=rf"^{name}: layer 2's {kind} hold NaN or inf"):
+            call()

@@ -251,6 +251,15 @@ def _folded(linear: nn.Linear, bn: nn.BatchNorm1d, where: str) -> nn.Linear:
         return _linear(w.detach().clone(), b.detach().to(w.dtype).clone())
 
 
+def check_finite(net: MLP, what: str) -> None:
+    """A ``ValueError`` naming the first layer whose weights or biases hold NaN or inf: a measurement
+    of ``what`` on such a net would return a clean-looking number that is not the net's."""
+    for i, (w, b) in enumerate(zip(net.weights, net.biases), start=1):
+        for kind, values in (("weights", w), ("biases", b)):
+            if values is not None and not bool(torch.isfinite(values).all()):
+                raise ValueError(f"{what}: layer {i}'s {kind} hold NaN or inf; give the net finite {kind}")
+
+
 def as_mlp(model: nn.Module) -> MLP:
     """A plain PyTorch model as the library's ``MLP``, sharing its weights (nothing copied), so
     that every measurement of the library reads it: ``nn.Sequential`` (nested too) of ``Linear``

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from . import planecut
-from .nets import MLP, as_mlp
+from .nets import MLP, as_mlp, check_finite
 
 # Pre-activation values where each activation's slope changes.
 KINKS = {"relu": (0.0,), "leaky_relu": (0.0,), "hardtanh": (-1.0, 1.0), "linear": ()}
@@ -462,10 +462,21 @@ class LineRegions:
         return len(self.intervals)
 
 
+def exact_net(model, what: str) -> MLP:
+    """``model`` as an ``MLP`` an exact measurement can trust, or a ``ValueError`` saying why not:
+    piecewise linear (``piecewise_linear``), every weight and bias finite (the layer named), and in
+    float64: a model in another precision is measured on a float64 copy (exact geometry in half
+    precision is not exact: a float16 net counts other regions than the same net in float64)."""
+    net = as_mlp(model)
+    piecewise_linear(net, what)
+    check_finite(net, what)
+    return net if net.weights[0].dtype == torch.float64 else net.astype(torch.float64)
+
+
 def regions_on_line(model, x0, x1, t_min: float = -math.inf, t_max: float = math.inf, rtol: float = 1e-11):
     """The exact linear regions of ``model`` (any ``nn.Sequential`` that ``nets.as_mlp`` reads, or
     an ``MLP``) along the line ``x0 + t (x1 - x0)`` for ``t_min <= t <= t_max`` (the whole line by
-    default), in the model's dtype (float64 recommended: exact up to rounding). ``x0``, ``x1`` of
+    default), in float64 whatever the model's precision (``exact_net``). ``x0``, ``x1`` of
     shape ``(d,)`` give one ``LineRegions``; ``(n, d)`` give a list of ``n``, all split in one
     batched pass (many lines cost little more than one). Crossings within ``rtol * max(1, |t|)`` of
     each other are one breakpoint (``split_lines``), so boundaries through one point count once.
@@ -474,8 +485,7 @@ def regions_on_line(model, x0, x1, t_min: float = -math.inf, t_max: float = math
         >>> regions_on_line(model.double(), torch.zeros(2), torch.ones(2)).count  # doctest: +SKIP
         17
     """
-    net = as_mlp(model)
-    piecewise_linear(net, "regions_on_line")
+    net = exact_net(model, "regions_on_line")
     d, dtype = net.widths[0], net.weights[0].dtype
     x0, x1 = _finite_points("x0", x0, d, dtype), _finite_points("x1", x1, d, dtype)
     if x0.shape != x1.shape:
@@ -519,8 +529,7 @@ def plane_partition(model, center, u, v, half_side: float, per_layer: bool = Fal
         >>> len(plane_partition(model, [0, 0], [1, 0], [0, 1], 2.0)) > 1
         True
     """
-    net = as_mlp(model)
-    piecewise_linear(net, "plane_partition")
+    net = exact_net(model, "plane_partition")
     d = net.widths[0]
     center, u, v = (_finite_points(name, x, d, torch.float64) for name, x in (("center", center), ("u", u), ("v", v)))
     for name, x in (("center", center), ("u", u), ("v", v)):
@@ -545,9 +554,9 @@ def affine_maps(model, patterns) -> tuple[torch.Tensor, torch.Tensor]:
     ``W x + b`` for every input ``x`` of the region of each pattern (``patterns [R, n]``, as
     ``LineRegions.patterns`` or a ``Polygon.pattern`` give them). Patterns of every hidden neuron
     give the net's output (its readout, if any); patterns of the first layers only, the
-    activations of the last of them. In the model's dtype, on its device."""
-    net = as_mlp(model)
-    piecewise_linear(net, "affine_maps")
+    activations of the last of them. In float64 whatever the model's precision (``exact_net``), on
+    its device."""
+    net = exact_net(model, "affine_maps")
     p = torch.as_tensor(np.asarray(patterns.cpu() if torch.is_tensor(patterns) else patterns), dtype=torch.int8)
     hidden = [w.shape[0] for w in net.weights[: net.n_hidden]]
     ends = np.cumsum([0] + hidden)

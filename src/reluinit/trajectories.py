@@ -317,17 +317,20 @@ def trajectory_stats(model, x0, x1, path: str = "line", n_pieces: int = 10_000) 
     path's pieces of ‖dz(d)‖ / ‖dz(d-1)‖) and ``transitions`` (neuron piece changes; -1 for an
     activation without linear pieces, tanh or ELU). ``path``: "line" (x0 to x1), "arc" (EP's
     quarter circle) or "circle" (the closed circle through both, TG-F1's). ``x0``, ``x1``: one
-    finite input each (shape ``(d,)``); ``n_pieces >= 1``. Computed in the model's dtype on its
-    device.
+    finite input each (shape ``(d,)``); ``n_pieces >= 1``. Computed in float64 (on a copy of a model in
+    another precision) on its device; weights or biases with NaN or inf are refused, the layer named.
 
         >>> model = nn.Sequential(nn.Linear(10, 50), nn.ReLU(), nn.Linear(50, 50), nn.ReLU())
         >>> stats = trajectory_stats(model.double(), torch.zeros(10), torch.ones(10))  # doctest: +SKIP
         >>> list(stats.columns[:5])  # doctest: +SKIP
         ['layer', 'length', 'length_pre', 'growth', 'transitions']
     """
-    from .nets import as_mlp
+    from .nets import as_mlp, check_finite
 
     net = as_mlp(model)
+    check_finite(net, "trajectory_stats")
+    if net.weights[0].dtype != torch.float64:
+        net = net.astype(torch.float64)
     dtype, device = net.weights[0].dtype, net.weights[0].device
     d = net.widths[0]
     ends = []
