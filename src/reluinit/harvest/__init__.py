@@ -102,7 +102,10 @@ def candidates(config: dict, scale: str, reference: Path, results: Path, only: l
     if table.empty:
         return table, skipped
     left = table.groupby("experiment")["hours"].transform("sum")
-    table = table.assign(hours_left=left).sort_values(["hours_left", "experiment", "hours", "part"], kind="stable")
+    # parts in their plan's order where the hours tie (group2 before group10: a depth's jobs in turn)
+    order = table.groupby("experiment").cumcount()
+    table = table.assign(hours_left=left, order=order).sort_values(
+        ["hours_left", "experiment", "hours", "order"], kind="stable").drop(columns="order")
     return table.reset_index(drop=True), skipped
 
 
