@@ -114,7 +114,7 @@ def test_the_plan_lists_every_paper_job_with_its_resources(capsys):
     counts = table["rule"].value_counts()
     n_train = sum(len(catalogue.get(e).parts(settings(CONFIG, e, "paper")))
                   for e in plan.default_experiments(CONFIG, "paper") if catalogue.get(e).trains)
-    assert counts["train_part"] == n_train == 799
+    assert counts["train_part"] == n_train == 805
     # LR's nets: a job per architecture trains its 5 seeds together (rule train_LR_MNIST)
     assert counts["train_LR_MNIST"] == 5 and "LR-MNIST/d2w48" in set(table["job"])
     t3 = table.set_index("job").loc["RP-T3/resnet104-snip-sparsity0.9-rep0"]
@@ -122,12 +122,12 @@ def test_the_plan_lists_every_paper_job_with_its_resources(capsys):
     # a prune job per part of an experiment that prunes, on the CPU, with its training job's memory
     n_prune = sum(len(catalogue.parts(e, settings(CONFIG, e, "paper")))
                   for e in plan.default_experiments(CONFIG, "paper") if catalogue.entry(e).masks)
-    assert counts["prune"] == n_prune == 787
+    assert counts["prune"] == n_prune == 793
     t2 = table.set_index("job").loc["RP-T2/masks/cifar100-resnet104-sbp_sr-sparsity0.98-rep2"]
     assert (t2["gpu"], t2["cpus"], t2["mem_mb"], t2["runtime_h"]) == (0, 2, 32000, 2)
     assert table.set_index("job").loc["RP-F2/masks/resnet32", "mem_mb"] == plan.MEASURE["mem_mb"]  # no training
     t4 = table[table["job"].str.startswith("RP-T4/") & (table["rule"] == "train_part")]  # a job asks for its runs' sum
-    assert list(t4["runtime_h"]) == [3 * plan.run_hours(settings(CONFIG, "RP-T4", "paper"), "cnn")] * 3 == [6] * 3
+    assert list(t4["runtime_h"]) == [3 * plan.run_hours(settings(CONFIG, "RP-T4", "paper"), "cnn")] * 9 == [6] * 9
     assert table["gpu_hours"].sum() == pytest.approx((table["gpu"] * table["runtime_h"]).sum())
     assert plan.main(["paper"]) == 0
     out = capsys.readouterr().out
@@ -138,24 +138,26 @@ def test_the_plan_lists_every_paper_job_with_its_resources(capsys):
 
 
 def test_group_by_gives_each_rp_t4_job_one_depth_and_keeps_every_key_and_seed():
-    """RP-T4's runs come set-up by set-up (their keys and seeds follow that order), so 3 runs in a
-    row are one set-up's 3 depths, which do not stack; ``group_by: [depth]`` gives a job one depth's
-    3 set-ups (one architecture) and moves no run. Without ``group_by``, chunks of the run order."""
+    """RP-T4's runs come set-up by set-up and, within one, depth by depth with their 3 seeds (their
+    keys and seeds follow that order); ``group_by: [depth]`` keeps a job to one depth, so each of its
+    9 jobs holds one set-up's 3 seeds at one depth (one architecture: they stack) and moves no run.
+    Without ``group_by``, chunks of the run order."""
     s = settings(CONFIG, "RP-T4", "paper")
-    assert (s["runs_per_job"], s["group_by"]) == (3, ["depth"])
+    assert (s["runs_per_job"], s["group_by"], s["reps"]) == (3, ["depth"], 3)
     parts = catalogue.get("RP-T4").parts(s)
     alone = catalogue.get("RP-T4").parts({**s, "runs_per_job": 1})  # a part per run, named after it
     runs = {k: r for p in parts.values() for k, r in p["runs"].items()}
-    assert len(runs) == 9 and runs == {k: p["runs"][k] for k, p in alone.items()}  # the same keys, seeds, values
-    assert [runs[k]["seed"] for k in alone] == [part_seed(s["seed"], i) for i in range(9)]  # in the axes' order
-    assert [sorted({r["depth"] for r in p["runs"].values()}) for p in parts.values()] == [[10], [50], [100]]
-    assert all(sorted(r["setup"] for r in p["runs"].values()) == sorted(s["setups"]) for p in parts.values())
-    assert list(parts) == ["group0", "group1", "group2"]
+    assert len(runs) == 27 and runs == {k: p["runs"][k] for k, p in alone.items()}  # the same keys, seeds, values
+    assert [runs[k]["seed"] for k in alone] == [part_seed(s["seed"], i) for i in range(27)]  # in the axes' order
+    assert all(len({r["depth"] for r in p["runs"].values()}) == 1 for p in parts.values())
+    assert all(sorted(r["rep"] for r in p["runs"].values()) == [0, 1, 2] for p in parts.values())
+    assert sorted((r["setup"], r["depth"]) for p in parts.values() for r in list(p["runs"].values())[:1]) == sorted(
+        (u, d) for u in s["setups"] for d in s["depths"])
+    assert list(parts) == [f"group{i}" for i in range(9)]
 
-    order = list(alone)  # without group_by, as before: 3 runs in a row, which mix depths
+    order = list(alone)  # without group_by: chunks of the run order, here the same 3 seeds in a row
     plain = group_runs({k: runs[k] for k in order}, 3)
-    assert {k: list(p["runs"]) for k, p in plain.items()} == {f"group{i}": order[3 * i:3 * i + 3] for i in range(3)}
-    assert [len({r["depth"] for r in p["runs"].values()}) for p in plain.values()] == [3, 3, 3]
+    assert {k: list(p["runs"]) for k, p in plain.items()} == {f"group{i}": order[3 * i:3 * i + 3] for i in range(9)}
     # splits in order of first appearance, chunked within each, group<i> counting on across them
     few = {k: {"x": k[0]} for k in ["a1", "b1", "a2", "b2", "a3"]}
     assert {k: list(p["runs"]) for k, p in group_runs(few, 2, ["x"]).items()} == {
