@@ -425,9 +425,7 @@ def _unwritten(node: ast.AST, named: set, bound: set, numpy_refs: set) -> ast.AS
 def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str) -> dict:
     """One scorecard row: the claim, what the paper expects, what we measure, and the verdict."""
     op, value, tol = claim.expectation()
-    row = {"claim": claim.id, "paper": claim.paper, "place": claim.place, "statement": claim.claim,
-           "table": claim.table, "expected": str(claim.expect), "measured": float("nan"),
-           "scale": scale, "verdict": NOT_RUN, "note": "", "why": claim.why}
+    row = _blank_row(claim, scale)
     if scale == "smoke":  # truncated runs on generated data: they show the jobs run, nothing more
         row["note"] = "smoke scale: truncated jobs on synthetic data, nothing is judged"
         return row
@@ -541,12 +539,17 @@ def _picklable(e: Exception) -> bool:
     return True
 
 
+def _blank_row(claim: Claim, scale: str, verdict: str = NOT_RUN, note: str = "") -> dict:
+    """A scorecard row of ``claim`` with nothing measured yet."""
+    return {"claim": claim.id, "paper": claim.paper, "place": claim.place, "statement": claim.claim,
+            "table": claim.table, "expected": str(claim.expect), "measured": float("nan"),
+            "scale": scale, "verdict": verdict, "note": note, "why": claim.why}
+
+
 def _over_limit(claim: Claim, scale: str, what: str) -> dict:
     """The row of a claim whose measure hit a limit of ``scorecard``."""
-    return {"claim": claim.id, "paper": claim.paper, "place": claim.place, "statement": claim.claim,
-            "table": claim.table, "expected": str(claim.expect), "measured": float("nan"), "scale": scale,
-            "verdict": INVALID, "why": claim.why,
-            "note": f"invalid: its measure {what} and was stopped; make it cheaper in claims.yaml (claim {claim.id})"}
+    return _blank_row(claim, scale, INVALID,
+                f"invalid: its measure {what} and was stopped; make it cheaper in claims.yaml (claim {claim.id})")
 
 
 def _table(results: str, exp: str) -> pd.DataFrame | None:
