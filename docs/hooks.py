@@ -6,8 +6,9 @@ time, so that the site cannot drift from it.
 - ``catalogue.md`` is ``CATALOGUE.md`` and ``changelog.md`` is ``CHANGELOG.md``;
 - ``<!-- gallery -->`` in ``gallery.md`` becomes ``reluinit.report.gallery.markdown()`` and
   ``<!-- verdicts -->`` in ``reference.md`` the reference's verdict block;
-- ``<!-- plan:jobs -->`` (and ``plan:gpu_hours`` ...) becomes that number of the paper scale's plan
-  (``reluinit.pipeline.plan.numbers``): no page types a job count.
+- the plan's numbers are in the Markdown itself (``<!-- plan:jobs -->1,736<!-- /plan -->``, written by
+  ``python -m reluinit.pipeline.plan --write-docs`` so that GitHub shows them too; tests/test_doc_numbers.py
+  checks they are current): the build only drops their markers.
 """
 
 from pathlib import Path
@@ -28,24 +29,12 @@ def on_files(files, config):
     return files
 
 
-_PLAN = {}
-
-
-def _plan_numbers() -> dict:
-    if not _PLAN:  # once per build: the plan imports every experiment's module
-        import yaml
-
-        from reluinit.pipeline import plan
-
-        _PLAN.update(plan.numbers(yaml.safe_load((ROOT / "config.yaml").read_text()), "paper"))
-    return _PLAN
-
-
 def on_page_markdown(markdown, page, config, files):
-    if "<!-- plan:" in markdown:
+    if "<!-- plan:" in markdown:  # the plan's numbers stay, their markers go (module doc)
         import re
 
-        markdown = re.sub(r"<!-- plan:(\w+) -->", lambda m: _plan_numbers()[m.group(1)], markdown)
+        markdown = re.sub(r"<!-- plan:[\w.-]+ -->(.*?)<!-- /plan -->", r"\1", markdown, flags=re.S)
+        markdown = re.sub(r"<!-- (end of )?plan:rp-tables[^\n]*-->\n?", "", markdown)
     if "<!-- gallery -->" in markdown:  # the marker's line (a note for readers of the source) becomes the gallery
         import yaml
 

@@ -19,10 +19,18 @@ RUN_ELSEWHERE = {"adding-an-experiment.md"}
 
 
 def readme_commands(text: str) -> list[str]:
-    """The `snakemake` lines of a page's bash blocks, without their comments."""
+    """The `snakemake` commands of a page's bash blocks, without their comments; a command broken
+    over lines with `\\` (so that it fits the page's width) is read whole."""
     blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
     lines = [line.split(" #", 1)[0].strip() for block in blocks for line in block.splitlines()]
-    return [line for line in lines if line.startswith("snakemake ")]
+    commands, pending = [], ""
+    for line in lines:
+        if line.endswith("\\"):
+            pending += line[:-1].strip() + " "
+            continue
+        commands.append(pending + line)
+        pending = ""
+    return [c for c in commands if c.startswith("snakemake ")]
 
 
 def shown_commands() -> dict[str, list[str]]:
@@ -57,6 +65,8 @@ def test_every_readme_command_plans_on_a_fresh_copy(tmp_path):
 def test_commands_are_read_from_every_bash_block():
     page = "```bash\nsnakemake a --cores 1   # one\nmake quick\n```\ntext `snakemake b`\n```bash\nsnakemake c -n\n```\n"
     assert readme_commands(page) == ["snakemake a --cores 1", "snakemake c -n"]
+    broken = "```bash\nsnakemake all --profile p \\\n    --default-resources a=1 \\\n    --set-resources b   # c\n```\n"
+    assert readme_commands(broken) == ["snakemake all --profile p --default-resources a=1 --set-resources b"]
 
 
 def test_dry_keeps_targets_before_config():

@@ -111,9 +111,11 @@ def oversized(config: dict, scale: str, machine_mb: int | None = None) -> list[s
                     else MEASURE["mem_mb"])
         limit, whose = min((declared, "its jobs declare (mem_mb)"), (machine_mb or declared, "this machine has"))
         if need > limit * 2**20:
+            batch = [k for k in ("n_samples", "n_pieces", "n_points") if isinstance(s.get(k), int)]
+            keys = "its widths or depth" + (f" (or {max(batch, key=s.get)})" if batch else "")
             lines.append(f"{exp} at the {scale} scale needs at least {need / 2**30:,.1f} GB ({sizes}: weights and "
-                         f"activations in float64), more than the {limit / 1024:,.1f} GB {whose}: lower its widths or "
-                         f"depth under experiments.{exp}.{scale} in the config")
+                         f"activations in float64), more than the {limit / 1024:,.1f} GB {whose}: lower {keys} "
+                         f"under experiments.{exp}.{scale} in the config")
     return lines
 
 
@@ -338,17 +340,49 @@ def totals(table: pd.DataFrame) -> pd.DataFrame:
     return by_rule
 
 
-def numbers(config: dict, scale: str = "paper") -> dict[str, str]:
-    """The bill's numbers as the documentation quotes them (``<!-- plan:jobs -->`` and the like in
-    docs/*.md, filled in by docs/hooks.py): pages never carry a typed count."""
-    table = jobs(config, scale)
+def fmt_hours(h: float) -> str:
+    """Hours as the price tables print them and the docs quote them: whole hours, tenths under 10."""
+    return f"{h:,.0f}" if h >= 10 else f"{h:.1f}"
+
+
+def price(table: pd.DataFrame, ids: list[str] | None = None) -> pd.DataFrame:
+    """What each catalogue id costs, one row per id (of ``ids``, in that order; default: every id
+    with a GPU job): its training jobs, the GPU-hours they declare and, when ``table`` was priced
+    from a cost table (``jobs(cost=...)``), measure, the CPU-hours of all its jobs (pruning and
+    measuring included) and its longest job. A reader buys tables, not rules: this is the bill per
+    table that the cluster page quotes."""
+    experiment = table["job"].str.split("/").str[0]
+    agg = dict(training_jobs=("gpu", lambda g: int((g > 0).sum())), gpu_hours=("gpu_hours", "sum"))
+    if "gpu_hours_measured" in table:
+        agg["gpu_hours_measured"] = ("gpu_hours_measured", "sum")
+    agg.update(cpu_hours=("cpu_hours", "sum"), longest_h=("runtime_h", "max"))
+    by_id = table.assign(id=experiment).groupby("id", sort=False).agg(**agg)
+    if ids is None:
+        ids = [i for i in by_id.index if by_id.loc[i, "gpu_hours"] > 0]
+    return by_id.loc[ids]
+
+
+def numbers(config: dict, scale: str = "paper", cost: pd.DataFrame | None = None) -> dict[str, str]:
+    """The bill's numbers as the documentation quotes them (``<!-- plan:jobs -->1,736<!-- /plan -->``
+    and the like in README.md and docs/*.md, written by ``--write-docs``): pages never carry a typed
+    count. With ``cost`` also the measured total (``gpu_hours_measured``) and per GPU-priced id
+    ``<ID>.gpu_hours``, ``<ID>.gpu_hours_measured``, ``<ID>.training_jobs``, ``<ID>.longest_h``."""
+    table = jobs(config, scale, cost=cost)
     summary = totals(table)
     count = table["rule"].value_counts()
-    return {"jobs": f"{len(table):,}", "train_part": f"{count.get('train_part', 0):,}",
-            "prune": f"{count.get('prune', 0):,}", "measure": f"{count.get('measure', 0):,}",
-            "train": f"{sum(count.get(r, 0) for r in train_rules(config)):,}", "gpu_hours": f"{summary.loc['total', 'gpu_hours']:,.0f}",
-            "cpu_hours": f"{summary.loc['total', 'cpu_hours']:,.0f}", "longest_h": f"{table['runtime_h'].max():g}",
-            "max_mem_gb": f"{table['mem_mb'].max() / 1000:g}"}
+    out = {"jobs": f"{len(table):,}", "train_part": f"{count.get('train_part', 0):,}",
+           "prune": f"{count.get('prune', 0):,}", "measure": f"{count.get('measure', 0):,}",
+           "train": f"{sum(count.get(r, 0) for r in train_rules(config)):,}", "gpu_hours": f"{summary.loc['total', 'gpu_hours']:,.0f}",
+           "cpu_hours": f"{summary.loc['total', 'cpu_hours']:,.0f}", "longest_h": f"{table['runtime_h'].max():g}",
+           "max_mem_gb": f"{table['mem_mb'].max() / 1000:g}"}
+    if cost is not None:
+        out["gpu_hours_measured"] = f"{summary.loc['total', 'gpu_hours_measured']:,.0f}"
+    for exp, row in price(table).iterrows():
+        out.update({f"{exp}.training_jobs": f"{int(row['training_jobs']):,}", f"{exp}.gpu_hours": fmt_hours(row["gpu_hours"]),
+                    f"{exp}.longest_h": fmt_hours(row["longest_h"])})
+        if cost is not None:
+            out[f"{exp}.gpu_hours_measured"] = fmt_hours(row["gpu_hours_measured"])
+    return out
 
 
 def profile_conflicts(config: dict, profile: str | Path, scale: str = "paper",
@@ -378,6 +412,98 @@ def profile_conflicts(config: dict, profile: str | Path, scale: str = "paper",
     return lines
 
 
+# The GPU check whose cost table the documentation prices from: the newest committed run whose
+# training ran at the recipes' own precision (`precision: fp32` without TF32, from that run on).
+DOCS_COST = "reference/gpu/nvidia-h100-2026-11-27/gpu-cost.csv"
+# RP's tables that train on CIFAR and Tiny ImageNet: what a reader takes to a GPU cluster.
+RP_GPU_TABLES = ["RP-T1", "RP-T2", "RP-T3", "RP-T5", "RP-T9"]
+INLINE = re.compile(r"<!-- plan:([\w.-]+) -->(.*?)<!-- /plan -->", re.S)
+BLOCK = re.compile(r"(<!-- plan:rp-tables: generated by [^\n]*-->\n)(.*?)(<!-- end of plan:rp-tables -->)", re.S)
+
+
+def cost_run(path: str | Path) -> str:
+    """"NVIDIA H100 80GB HBM3, 2026-11-27": the card and the date of the GPU check that wrote the
+    cost table ``path`` (its folder's facts.csv and name), which every quoted price names."""
+    folder = Path(path).parent
+    facts = pd.read_csv(folder / "facts.csv").set_index("fact")["value"]
+    date = re.search(r"\d{4}-\d\d-\d\d", folder.name)
+    return f"{facts['device_name']}, {date.group(0)}" if date else str(facts["device_name"])
+
+
+def rp_tables_markdown(config: dict, root: Path, cost_path: str = DOCS_COST) -> str:
+    """The cluster page's table of RP's GPU tables: per id its data, command, training jobs,
+    declared and measured GPU-hours, longest job, what the smoke subset ran and the claims its
+    table answers (``reference/paper/claims.csv``)."""
+    from ..datasets import SHAPES
+    from . import smoke
+
+    table = jobs(config, "paper", RP_GPU_TABLES, cost=read_cost(root / cost_path))
+    bill = price(table, RP_GPU_TABLES)
+    combos = smoke.paper_combos(config)
+    claims = pd.read_csv(root / "reference" / "paper" / "claims.csv")["table"].value_counts()
+    lines = ["| table | data | command | training jobs | GPU-hours declared | GPU-hours measured | longest job "
+             "| smoke subset ran | claims judged |", "|---|---|---|---|---|---|---|---|---|"]
+    for exp, row in bill.iterrows():
+        mine = sorted(c for c in combos if c[0] == exp)
+        data = list(dict.fromkeys(d for _, _, d in mine))
+        models = list(dict.fromkeys(m for _, m, _ in sorted(mine, key=lambda c: (c[1].rstrip("0123456789x"), len(c[1]), c[1]))))
+        lines.append(f"| [{exp}](catalogue.md) | {', '.join(SHAPES[d][4] for d in data)} | "
+                     f"`snakemake {paths.target(exp)} --profile profiles/slurm` | {int(row['training_jobs']):,} | "
+                     f"{fmt_hours(row['gpu_hours'])} | {fmt_hours(row['gpu_hours_measured'])} | {fmt_hours(row['longest_h'])} h | "
+                     f"{len(mine)} jobs: {', '.join(models)} | {claims.get(exp, 0)} |")
+    total = bill.sum()
+    lines.append(f"| all five | | `snakemake {' '.join(paths.target(e) for e in RP_GPU_TABLES)} --profile profiles/slurm` "
+                 f"| {int(total['training_jobs']):,} | {fmt_hours(total['gpu_hours'])} | "
+                 f"{fmt_hours(total['gpu_hours_measured'])} | {fmt_hours(bill['longest_h'].max())} h | | "
+                 f"{sum(claims.get(e, 0) for e in RP_GPU_TABLES)} |")
+    return "\n".join(lines) + f"\n\nMeasured: priced from `{cost_path}` ({cost_run(root / cost_path)}).\n"
+
+
+def docs_text(text: str, config: dict, root: Path, cached: dict | None = None) -> str:
+    """``text`` (a page of README.md or docs/) with its plan numbers written in: each
+    ``<!-- plan:KEY -->...<!-- /plan -->`` gets ``numbers()[KEY]`` (priced from ``DOCS_COST``), the
+    ``plan:rp-tables`` block ``rp_tables_markdown``. GitHub shows the Markdown as it is, so the
+    numbers live in it, and a test checks they are current."""
+    cached = {} if cached is None else cached
+    if INLINE.search(text):
+        if "numbers" not in cached:
+            cached["numbers"] = numbers(config, "paper", cost=read_cost(root / DOCS_COST))
+        text = INLINE.sub(lambda m: f"<!-- plan:{m.group(1)} -->{cached['numbers'][m.group(1)]}<!-- /plan -->", text)
+    if BLOCK.search(text):
+        if "rp" not in cached:
+            cached["rp"] = rp_tables_markdown(config, root)
+        text = BLOCK.sub(lambda m: m.group(1) + cached["rp"] + m.group(3), text)
+    return text
+
+
+def docs_pages(root: Path) -> list[Path]:
+    """The pages that may quote the plan: README.md and docs/**/*.md."""
+    return [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+
+
+def write_docs(root: Path) -> list[Path]:
+    """Rewrite the plan's numbers in every page (``docs_text``); the pages it changed."""
+    config, cached, changed = yaml.safe_load((root / "config.yaml").read_text()), {}, []
+    for page in docs_pages(root):
+        text = page.read_text()
+        new = docs_text(text, config, root, cached)
+        if new != text:
+            page.write_text(new)
+            changed.append(page)
+    return changed
+
+
+def print_price(bill: pd.DataFrame, scale: str, cost: str | None) -> None:
+    """The price per catalogue id and the sum of those shown."""
+    bill = bill.copy()
+    bill.loc["sum"] = bill.sum(numeric_only=True)
+    bill.loc["sum", "longest_h"] = bill["longest_h"].iloc[:-1].max()
+    measured = f"; gpu_hours_measured: priced from {cost} ({cost_run(cost)})" if cost else ""
+    print(f"\nPrice per catalogue id ({scale} scale; gpu_hours: what its jobs declare{measured}):\n")
+    hours_columns = [c for c in bill.columns if c != "training_jobs"]
+    print(bill.to_string(formatters={"training_jobs": lambda n: f"{n:,.0f}", **{c: fmt_hours for c in hours_columns}}))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reluinit.pipeline.plan", description=__doc__.split("\n\n")[0])
     parser.add_argument("scale", nargs="?", default="paper", choices=["paper", "quick", "smoke"])
@@ -386,7 +512,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all-jobs", action="store_true", help="print every job, not one line per experiment")
     parser.add_argument("--cost", metavar="CSV", help="a GPU check's gpu-cost.csv: also price training jobs from "
                                                       "measured seconds per step (reference/gpu/<run>/gpu-cost.csv)")
+    parser.add_argument("--ids", nargs="+", metavar="ID", help="print only the price of these catalogue ids "
+                                                               "(RP-T1 RP-T2 ...): GPU-hours per id, then their sum")
+    parser.add_argument("--write-docs", action="store_true", help="write the plan's numbers into README.md and "
+                        f"docs/ (priced from {DOCS_COST}) and exit")
     args = parser.parse_args(argv)
+    if args.write_docs:
+        root = Path(args.config).resolve().parent
+        for page in write_docs(root):
+            print(f"updated {page.relative_to(root)}")
+        return 0
     if not Path(args.config).exists():
         parser.error(f"no config at {args.config}: run from the workflow's folder or pass --config")
     if args.cost and not Path(args.cost).exists():
@@ -396,6 +531,16 @@ def main(argv: list[str] | None = None) -> int:
         cost = read_cost(args.cost) if args.cost else None
     except ValueError as e:
         parser.error(str(e))
+    if args.ids:
+        unknown = [i for i in args.ids if i not in default_experiments(config, args.scale)]
+        if unknown:
+            parser.error(f"{', '.join(unknown)}: not an id `all` builds at the {args.scale} scale "
+                         f"(CATALOGUE.md lists them)")
+        table = jobs(config, args.scale, args.ids, cost=cost)
+        print_price(price(table, args.ids), args.scale, args.cost)
+        if args.csv:
+            table.to_csv(args.csv, index=False)
+        return 0
     table = jobs(config, args.scale, cost=cost)
     if args.csv:
         table.to_csv(args.csv, index=False)
@@ -414,6 +559,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Jobs of `snakemake all` at the {args.scale} scale, resources as the rules declare them "
               f"(runtime_h: the longest job's):\n")
         print(per_exp.round(2).to_string())
+    print_price(price(table), args.scale, args.cost)
     summary = totals(table)
     print(f"\nTotals ({args.scale} scale; figure, report and fetch jobs are local and not priced):\n")
     print(summary.round(1).to_string())
