@@ -1,11 +1,12 @@
 import json
+import time
 from pathlib import Path
 
 import jsonschema
 import pytest
 import yaml
 
-from reluinit.pipeline import plan
+from reluinit.pipeline import bounds, plan
 from reluinit.pipeline.config import (
     explain,
     locate,
@@ -187,3 +188,38 @@ def test_the_slurm_profile_asks_for_what_the_plan_prints(tmp_path):
     assert [line.split(": set-resources ")[1] for line in found] == [
         "train_LR_MNIST: gpu=1, where the rule declares 0", "train_LR_MNIST: mem_mb=32000, where the rule declares 8000",
         "train_LR_MNIST: runtime=12h, where the rule declares 6h"]
+
+
+@pytest.mark.parametrize("exp,key,value,said", [
+    ("LR-F2", "n_nets", 10**9, "n_nets = 1,000,000,000 makes about 1,000,000,000 jobs, more than the 10,000 jobs"),
+    ("RP-T4", "reps", 10**6, "reps = 1,000,000 makes about 6,000,000 training runs, more than the 100,000 runs"),
+    ("TG-F4", "n_draws", 10**12, "n_draws = 1,000,000,000,000 holds at least 745,058.1 GB (each draw a row of 100"),
+    ("EP-F14", "n_steps", 10**15, "n_steps = 1,000,000,000,000,000 times n_nets = 2 needs at least 142 days in one"),
+    ("OP-F1", "n_samples", 10**8, "n_samples = 100,000,000 needs at least 4.6 hours in one job"),
+])
+def test_a_count_no_plan_or_job_could_hold_is_refused_naming_its_key(exp, key, value, said):
+    """Counts of nets, runs, draws, steps or samples are refused before planning (LR-F2's 10^9 nets
+    were a dictionary of 10^9 parts that `snakemake -n` never finished), each naming its key."""
+    config = json.loads(json.dumps(CONFIG))
+    config["experiments"][exp].setdefault("quick", {})[key] = value
+    t0 = time.monotonic()
+    found = bounds.refused(config, "quick")
+    assert time.monotonic() - t0 < 10
+    assert len(found) == 1 and found[0].startswith(f"{exp} at the quick scale: {said}"), found
+    assert found[0].endswith(f"under experiments.{exp}.quick in the config")
+    config["experiments"][exp]["quick"][key] = 3  # small again: nothing refused
+    assert bounds.refused(config, "quick") == []
+
+
+def test_every_shipped_count_is_within_its_bounds():
+    for scale in ("paper", "quick", "smoke"):
+        assert bounds.refused(CONFIG, scale) == [], scale
+
+
+def test_the_time_floor_is_one_pass_per_unit_through_the_widest_net():
+    assert bounds.unit_cost({"widths": [16, 64], "depth": 5}, "n_pieces") == 5 * 64**2
+    assert bounds.unit_cost({"ks": [10, 1000]}, "n_draws") == 1000
+    assert bounds.unit_cost({"model": "resnet32"}, "reps") == 1
+    assert bounds.counts({"n_nets": 3, "n_classes": 10, "convergence_pieces": [300, 1000], "recipe": {"epochs": 9},
+                          "reps": 2, "width": 7}) == {"n_nets": 3, "convergence_pieces": 1000, "recipe.epochs": 9,
+                                                       "reps": 2}

@@ -182,3 +182,52 @@ def test_restore_keeps_a_part_the_tree_holds_and_says_whether_it_is_the_referenc
     assert any(line.startswith("TG-F3a gaussian: ") and "the same as the reference's" in line for line in left_out)
     differs = next(line for line in left_out if line.startswith("TG-F3a uniform: "))
     assert "differs from the reference's" in differs and f"`rm '{mine}'` and restore again" in differs
+
+
+def test_a_harvest_stops_within_its_budget_mid_epoch(tmp_path, monkeypatch):
+    """A part whose epoch outlasts the budget (RP-T4's depth-100 CNN takes over an hour an epoch on a
+    CPU) is stopped at the budget's end, not at the end of its epoch, and listed as unfinished."""
+    def run_part(*args):
+        end = time.monotonic() + 60
+        while time.monotonic() < end:  # one long epoch of small steps
+            time.sleep(0.01)
+
+    monkeypatch.setattr(harvest, "run_part", run_part)
+    monkeypatch.setattr(harvest, "part_masks", lambda *a: [])
+    t0 = time.monotonic()
+    made = harvest.harvest(harvest.MARGIN_S + 2, tmp_path / "data", tmp_path / "out", device="cpu", tiny=True,
+                           reference=tmp_path / "none", threads=1, only=["TG-F6"])
+    spent = time.monotonic() - t0
+    assert spent < harvest.MARGIN_S + 2 + 1, spent
+    stopped = made[made.status == "unfinished"]
+    assert len(stopped) == 1 and "mid-epoch" in stopped.note.iloc[0], made
+    assert (made.status == "not started").sum() == len(made) - 1
+
+
+def test_a_part_stopped_anywhere_resumes_to_the_rows_of_a_run_never_stopped(tmp_path):
+    """What the stop cuts is the epoch in progress: files are written atomically, the checkpoint of the
+    last whole epoch resumes the run, and it ends with the rows of a run that never stopped. The part
+    is stopped again and again, each time later (its data, its init, its epochs), until it finishes."""
+    import yaml
+
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    config.update(data_dir=str(tmp_path / "data"), scale="quick")
+    config["recipes"]["tg-mnist"]["quick"]["epochs"] = 30  # a second or two of training to land in
+    whole, cut = (tmp_path / name / "quick" for name in ("whole", "cut"))
+    config["results"] = str(whole.parent)  # first, so that no stop lands in a first import (the harvest
+    harvest.run_part(config, "quick", whole, "TG-F6", "group0", "cpu", 1)  # ends after one; this test goes on)
+    config["results"] = str(cut.parent)
+    at, stops, mid_training = 0.3, 0, 0
+    while True:
+        try:
+            with harvest.stopped_at(time.monotonic() + at):
+                harvest.run_part(config, "quick", cut, "TG-F6", "group0", "cpu", 1)
+            break
+        except harvest.BudgetEnded:
+            stops += 1
+            mid_training += harvest.checkpoint_mb(cut, "TG-F6", "group0") > 0
+            at *= 1.3
+    assert stops >= 3 and mid_training >= 1, (stops, mid_training)
+    a, b = (pd.read_csv(paths.part(str(r), "TG-F6", "group0")) for r in (whole, cut))
+    timing = [c for c in a.columns if "seconds" in c]
+    pd.testing.assert_frame_equal(a.drop(columns=timing), b.drop(columns=timing))

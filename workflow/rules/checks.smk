@@ -192,3 +192,6 @@ def machine_mb():
 _OVERSIZED = plan.oversized(config, SCALE, machine_mb()) if workflow.is_main_process else []
 if _OVERSIZED:
     stop(_OVERSIZED[0])  # a width that no job could hold, before any starts
+_TOO_MUCH = bounds.refused(config, SCALE) if workflow.is_main_process else []
+if _TOO_MUCH:
+    stop(_TOO_MUCH[0])  # a count of nets, draws or steps no job (or plan) could hold, before any is planned

@@ -7,8 +7,8 @@ It lists the training parts of the paper-scale plan that ``reference/paper/`` la
 the machine has, most valuable first (the parts of the experiment closest to complete, then the
 cheapest, by the plan's declared hours), and runs as many as the budget holds, each through the
 code the workflow's ``train_part`` job runs (``pipeline.steps.measure``: the same settings, seeds,
-rows and checkpoints). A part still training when the budget ends stops after its current epoch's
-checkpoint (``training.deadline``) and is listed as unfinished: a later harvest with the same
+rows and checkpoints). A part still running when the budget ends stops there, mid-epoch if need be
+(``stopped_at``), and is listed as unfinished: a later harvest with the same
 ``--out`` resumes it, and so does one on another machine once ``reference export`` has kept its
 checkpoints (up to 10 MB a part) and ``reference restore`` has brought them into its ``--out``. ``--out`` becomes a results tree of the scale (``<out>/paper``, the layout of
 ``results/paper``) with each finished part, its benchmark file (seconds), log, ``harvest.csv``
@@ -26,10 +26,14 @@ and Snakemake, finding a part done, does not ask for its masks again.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import platform
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -206,19 +210,22 @@ def harvest(budget_s: float, data_dir: str | Path, out: str | Path, device: str 
     for exp, why in skipped.items():
         record(experiment=exp, part="", status="skipped", seconds=0.0, note=why)
     deadline = started + budget_s - MARGIN_S
+    log.info("harvest: %d part(s) to run in %.0f s; a part still running %.0f s from now stops there, mid-epoch, "
+             "and resumes from its last epoch's checkpoint", len(todo), budget_s, budget_s - MARGIN_S)
     for exp, part in zip(todo["experiment"], todo["part"]):
         if time.monotonic() >= deadline:
             record(experiment=exp, part=part, status="not started", seconds=0.0, note="the budget ran out first")
             continue
-        masks = part_masks(config, scale, results, exp, part, device, threads)  # its own benchmark files
         t0 = time.monotonic()
         try:
-            with training.deadline(deadline):
+            with stopped_at(deadline), training.deadline(deadline):
+                masks = part_masks(config, scale, results, exp, part, device, threads)  # its own benchmark files
+                t0 = time.monotonic()
                 run_part(config, scale, results, exp, part, device, threads, masks)
             status, note = "finished", ""
             seconds = time.monotonic() - t0
             _benchmark(results, f"{catalogue.paper_of(exp)}/{exp}/{part}", seconds)
-        except training.OutOfTime as e:
+        except (training.OutOfTime, BudgetEnded) as e:
             status, note, seconds = "unfinished", f"{e}; rerun the harvest with the same --out to resume it", \
                 time.monotonic() - t0
         log.info("harvest: %s %s %s in %.1f s", exp, part, status, seconds)
@@ -226,6 +233,36 @@ def harvest(budget_s: float, data_dir: str | Path, out: str | Path, device: str 
     table = pd.DataFrame(rows, columns=COLUMNS)
     (results / "harvest-report.md").write_text(report(table, scale, budget_s, time.monotonic() - started, results))
     return table
+
+
+class BudgetEnded(BaseException):
+    """The harvest's budget ended mid-part. Not an ``Exception``: no handler of the code it stops (a
+    damaged checkpoint's, which would move the checkpoint aside) takes it for an error of its own."""
+
+
+@contextlib.contextmanager
+def stopped_at(at: float) -> Iterator[None]:
+    """Inside, ``BudgetEnded`` is raised at ``at`` (``time.monotonic()``) wherever the part is,
+    between two of torch's operations: the harvest ends within its budget plus one operation, not one
+    epoch (an epoch of RP-T4's depth-100 CNN is over an hour on a CPU). Every file a part writes is
+    written atomically and sealed (``integrity.write_atomic``), so what the stop cuts is only the
+    epoch in progress; its last checkpoint resumes the run. Outside the main thread (no signals) the
+    part stops at the end of an epoch instead (``training.deadline``)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise BudgetEnded("out of time: stopped at the budget's end, mid-epoch; the run's last epoch "
+                          "checkpoint resumes it")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, max(at - time.monotonic(), 1e-3))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _append(path: Path, row: dict) -> None:
