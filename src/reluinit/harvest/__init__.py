@@ -253,8 +253,8 @@ def stopped_at(at: float) -> Iterator[None]:
         return
 
     def stop(signum, frame):
-        raise BudgetEnded("out of time: stopped at the budget's end, mid-epoch; the run's last epoch "
-                          "checkpoint resumes it")
+        raise BudgetEnded("out of time: stopped at the budget's end, mid-epoch; its last epoch's checkpoint "
+                          "resumes it (before its first epoch's, it starts again)")
 
     previous = signal.signal(signal.SIGALRM, stop)
     signal.setitimer(signal.ITIMER_REAL, max(at - time.monotonic(), 1e-3))
