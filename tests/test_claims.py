@@ -355,6 +355,17 @@ def test_a_declared_column_named_as_a_pandas_method_opens_no_method(field, expre
     assert claims.evaluate(ok, table, "quick")["verdict"] == claims.REPRODUCED
 
 
+def test_distributions_on_their_own_grids_are_compared_where_all_are_read():
+    """TG's discrete weights sit on their own sigma_w grid: comparing the three distributions "for a
+    given sigma_w" (TG-7) reads each between its own points, inside the range all of them cover."""
+    values = pd.Series([1.0, 3.0, 2.2, 100.0], index=pd.MultiIndex.from_tuples(
+        [(1.0, "gaussian"), (3.0, "gaussian"), (2.0, "discrete"), (9.0, "discrete")], names=["sigma_w", "distribution"]))
+    grid = claims.common_grid(values)
+    assert list(grid.index) == [2.0, 3.0]  # 1.0 lies outside the discrete points' range, 9.0 outside the Gaussian's
+    assert grid.loc[2.0, "gaussian"] == pytest.approx(2.0) and grid.loc[2.0, "discrete"] == pytest.approx(2.2)
+    assert grid.loc[3.0, "discrete"] == pytest.approx(2.2 + (100.0 - 2.2) / 7)
+
+
 def test_the_allowlists_accept_every_claim_of_the_papers_and_a_lambda_within_them():
     listed = claims.load(ROOT / "claims.yaml")  # every measure and where of the file passes the check
     assert len(listed) > 300

@@ -97,8 +97,19 @@ def runs(t: pd.DataFrame, key: str = "run") -> pd.DataFrame:
     return t.drop_duplicates(key)
 
 
+def common_grid(values: pd.Series) -> pd.DataFrame:
+    """``values`` indexed by (x, column), each column measured on its own x points, as a table with a
+    column per second key, each interpolated linearly onto every x inside the range all columns cover:
+    TG's discrete weights sit on their own sigma_w grid (sqrt(C(C+1)/3)), so comparing the three
+    distributions "for a given sigma_w" reads the other two between their points."""
+    cols = {k: v.droplevel(1).sort_index() for k, v in values.groupby(level=1)}
+    lo, hi = max(c.index.min() for c in cols.values()), min(c.index.max() for c in cols.values())
+    x = np.unique(np.concatenate([c.index[(c.index >= lo) & (c.index <= hi)] for c in cols.values()]))
+    return pd.DataFrame({k: np.interp(x, c.index, c.to_numpy(float)) for k, c in cols.items()}, index=x)
+
+
 HELPERS = {"np": np, "slope": slope, "rate": rate, "corr": corr, "spearman": spearman,
-           "r2": r2, "runs": runs}
+           "r2": r2, "runs": runs, "common_grid": common_grid}
 
 _EXPECT = re.compile(r"\s*(<=|>=|==|<|>|≈)?\s*([-+0-9.eE]+|true|false)\s*(?:±\s*([0-9.eE]+))?\s*$")
 
