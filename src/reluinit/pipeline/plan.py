@@ -425,6 +425,8 @@ def cost_run(path: str | Path) -> str:
     """"NVIDIA H100 80GB HBM3, 2026-11-27": the card and the date of the GPU check that wrote the
     cost table ``path`` (its folder's facts.csv and name), which every quoted price names."""
     folder = Path(path).parent
+    if not (folder / "facts.csv").exists():  # a cost table copied elsewhere: its card is unknown
+        return "card not recorded"
     facts = pd.read_csv(folder / "facts.csv").set_index("fact")["value"]
     date = re.search(r"\d{4}-\d\d-\d\d", folder.name)
     return f"{facts['device_name']}, {date.group(0)}" if date else str(facts["device_name"])
