@@ -433,9 +433,10 @@ def cost_run(path: str | Path) -> str:
 
 
 def rp_tables_markdown(config: dict, root: Path, cost_path: str = DOCS_COST) -> str:
-    """The cluster page's table of RP's GPU tables: per id its data, command, training jobs,
-    declared and measured GPU-hours, longest job, what the smoke subset ran and the claims its
-    table answers (``reference/paper/claims.csv``)."""
+    """The cluster page's block on RP's GPU tables: one command per table (and one for all), then
+    per id its data, models, training jobs, declared and measured GPU-hours, longest job and the
+    claims its table answers (``reference/paper/claims.csv``). Narrow columns: a wide table wraps
+    its cells into fragments."""
     from ..datasets import SHAPES
     from . import smoke
 
@@ -443,20 +444,22 @@ def rp_tables_markdown(config: dict, root: Path, cost_path: str = DOCS_COST) -> 
     bill = price(table, RP_GPU_TABLES)
     combos = smoke.paper_combos(config)
     claims = pd.read_csv(root / "reference" / "paper" / "claims.csv")["table"].value_counts()
-    lines = ["| table | data | command | training jobs | GPU-hours declared | GPU-hours measured | longest job "
-             "| smoke subset ran | claims judged |", "|---|---|---|---|---|---|---|---|---|"]
+    data = {e: list(dict.fromkeys(SHAPES[d][4] for _, _, d in sorted(c for c in combos if c[0] == e)))
+            for e in RP_GPU_TABLES}
+    width = max(len(paths.target(e)) for e in RP_GPU_TABLES)
+    commands = [f"snakemake {paths.target(e):<{width}} --profile profiles/slurm   # {', '.join(data[e])}"
+                for e in RP_GPU_TABLES]
+    lines = ["```bash", *commands, "```", "",
+             "| table | data | models | training jobs | GPU-hours declared | GPU-hours measured | longest job "
+             "| claims |", "|---|---|---|---|---|---|---|---|"]
     for exp, row in bill.iterrows():
-        mine = sorted(c for c in combos if c[0] == exp)
-        data = list(dict.fromkeys(d for _, _, d in mine))
-        models = list(dict.fromkeys(m for _, m, _ in sorted(mine, key=lambda c: (c[1].rstrip("0123456789x"), len(c[1]), c[1]))))
-        lines.append(f"| [{exp}](catalogue.md) | {', '.join(SHAPES[d][4] for d in data)} | "
-                     f"`snakemake {paths.target(exp)} --profile profiles/slurm` | {int(row['training_jobs']):,} | "
-                     f"{fmt_hours(row['gpu_hours'])} | {fmt_hours(row['gpu_hours_measured'])} | {fmt_hours(row['longest_h'])} h | "
-                     f"{len(mine)} jobs: {', '.join(models)} | {claims.get(exp, 0)} |")
+        models = sorted({m for e, m, _ in combos if e == exp}, key=lambda m: (m.rstrip("0123456789x"), len(m), m))
+        lines.append(f"| {exp} | {', '.join(data[exp])} | {', '.join(models)} | {int(row['training_jobs']):,} | "
+                     f"{fmt_hours(row['gpu_hours'])} | {fmt_hours(row['gpu_hours_measured'])} | "
+                     f"{fmt_hours(row['longest_h'])} h | {claims.get(exp, 0)} |")
     total = bill.sum()
-    lines.append(f"| all five | | `snakemake {' '.join(paths.target(e) for e in RP_GPU_TABLES)} --profile profiles/slurm` "
-                 f"| {int(total['training_jobs']):,} | {fmt_hours(total['gpu_hours'])} | "
-                 f"{fmt_hours(total['gpu_hours_measured'])} | {fmt_hours(bill['longest_h'].max())} h | | "
+    lines.append(f"| all five | | | {int(total['training_jobs']):,} | {fmt_hours(total['gpu_hours'])} | "
+                 f"{fmt_hours(total['gpu_hours_measured'])} | {fmt_hours(bill['longest_h'].max())} h | "
                  f"{sum(claims.get(e, 0) for e in RP_GPU_TABLES)} |")
     return "\n".join(lines) + f"\n\nMeasured: priced from `{cost_path}` ({cost_run(root / cost_path)}).\n"
 
