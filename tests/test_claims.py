@@ -7,6 +7,7 @@ import re
 from html import escape
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -364,6 +365,17 @@ def test_distributions_on_their_own_grids_are_compared_where_all_are_read():
     assert list(grid.index) == [2.0, 3.0]  # 1.0 lies outside the discrete points' range, 9.0 outside the Gaussian's
     assert grid.loc[2.0, "gaussian"] == pytest.approx(2.0) and grid.loc[2.0, "discrete"] == pytest.approx(2.2)
     assert grid.loc[3.0, "discrete"] == pytest.approx(2.2 + (100.0 - 2.2) / 7)
+
+
+def test_exponential_tells_an_exponential_from_any_power_law_and_no_growth():
+    """EP-1, EP-3, EP-7, TG-11 and X-2 read "exponential in depth" as this shape: 1 for an exponential,
+    0 for any power law, and 0 for a count that is flat or falls (nothing grows to have a shape)."""
+    depth = np.arange(1, 11)
+    assert claims.exponential(pd.Series(1.4 ** depth, index=depth)) == pytest.approx(1.0)
+    for p in (0.5, 1.0, 3.0):
+        assert claims.exponential(pd.Series(depth ** p, index=depth)) == pytest.approx(0.0, abs=1e-12)
+    assert claims.exponential(pd.Series(0.7 ** depth, index=depth)) == 0.0  # falling: no growth
+    assert claims.exponential(pd.Series(np.ones(10), index=depth)) == 0.0
 
 
 def test_the_allowlists_accept_every_claim_of_the_papers_and_a_lambda_within_them():

@@ -108,8 +108,23 @@ def common_grid(values: pd.Series) -> pd.DataFrame:
     return pd.DataFrame({k: np.interp(x, c.index, c.to_numpy(float)) for k, c in cols.items()}, index=x)
 
 
+def exponential(m: pd.Series) -> float:
+    """How exponential the growth of ``m`` (indexed by depth) is, from three depths a < b < c: the
+    second smallest (the first is a single layer), the one nearest the middle, and the largest. The
+    per-layer log growth from b to c over that from a to b, r, is 1 for an exponential and
+    q = (ln(c/b)/(c-b)) / (ln(b/a)/(b-a)) for any power law d^p whatever p; the value is
+    (r - q) / (1 - q): 0 for a power law, 1 for an exponential, and 0 where m does not grow in both
+    halves (flat or falling: no growth to shape)."""
+    d = sorted(m.index)
+    a, c = d[1], d[-1]
+    b = min(d, key=lambda x: abs(x - (a + c) / 2))
+    g1, g2 = math.log(m[b] / m[a]) / (b - a), math.log(m[c] / m[b]) / (c - b)
+    q = (math.log(c / b) / (c - b)) / (math.log(b / a) / (b - a))
+    return (g2 / g1 - q) / (1 - q) if min(g1, g2) > 0 else 0.0
+
+
 HELPERS = {"np": np, "slope": slope, "rate": rate, "corr": corr, "spearman": spearman,
-           "r2": r2, "runs": runs, "common_grid": common_grid}
+           "r2": r2, "runs": runs, "common_grid": common_grid, "exponential": exponential}
 
 _EXPECT = re.compile(r"\s*(<=|>=|==|<|>|≈)?\s*([-+0-9.eE]+|true|false)\s*(?:±\s*([0-9.eE]+))?\s*$")
 
