@@ -434,9 +434,9 @@ def cost_run(path: str | Path) -> str:
 
 def rp_tables_markdown(config: dict, root: Path, cost_path: str = DOCS_COST) -> str:
     """The cluster page's block on RP's GPU tables: one command per table (and one for all), then
-    per id its data, models, training jobs, declared and measured GPU-hours, longest job and the
-    claims its table answers (``reference/paper/claims.csv``). Narrow columns: a wide table wraps
-    its cells into fragments."""
+    per id its data, models, training jobs, declared and measured GPU-hours and longest job; then
+    what each job asks for and the claims each table answers (``reference/paper/claims.csv``).
+    Seven narrow columns: the content column holds no more at 1400 px."""
     from ..datasets import SHAPES
     from . import smoke
 
@@ -450,18 +450,40 @@ def rp_tables_markdown(config: dict, root: Path, cost_path: str = DOCS_COST) -> 
     commands = [f"snakemake {paths.target(e):<{width}} --profile profiles/slurm   # {', '.join(data[e])}"
                 for e in RP_GPU_TABLES]
     lines = ["```bash", *commands, "```", "",
-             "| table | data | models | training jobs | GPU-hours declared | GPU-hours measured | longest job "
-             "| claims |", "|---|---|---|---|---|---|---|---|"]
+             "| table | data | models | training jobs | GPU-h declared | GPU-h measured | longest job |",
+             "|---|---|---|---|---|---|---|"]
     for exp, row in bill.iterrows():
         models = sorted({m for e, m, _ in combos if e == exp}, key=lambda m: (m.rstrip("0123456789x"), len(m), m))
-        lines.append(f"| {exp} | {', '.join(data[exp])} | {', '.join(models)} | {int(row['training_jobs']):,} | "
+        lines.append(f"| {exp} | {', '.join(data[exp])} | {_models(models)} | {int(row['training_jobs']):,} | "
                      f"{fmt_hours(row['gpu_hours'])} | {fmt_hours(row['gpu_hours_measured'])} | "
-                     f"{fmt_hours(row['longest_h'])} h | {claims.get(exp, 0)} |")
+                     f"{fmt_hours(row['longest_h'])} h |")
     total = bill.sum()
     lines.append(f"| all five | | | {int(total['training_jobs']):,} | {fmt_hours(total['gpu_hours'])} | "
-                 f"{fmt_hours(total['gpu_hours_measured'])} | {fmt_hours(bill['longest_h'].max())} h | "
-                 f"{sum(claims.get(e, 0) for e in RP_GPU_TABLES)} |")
-    return "\n".join(lines) + f"\n\nMeasured: priced from `{cost_path}` ({cost_run(root / cost_path)}).\n"
+                 f"{fmt_hours(total['gpu_hours_measured'])} | {fmt_hours(bill['longest_h'].max())} h |")
+    asks = {rule: table[table["rule"] == rule] for rule in ("train_part", "prune")}
+    gb = {rule: " or ".join(f"{m / 1000:g}" for m in sorted(set(rows["mem_mb"]))) for rule, rows in asks.items()}
+    return "\n".join(lines) + (
+        f"\n\nMeasured: priced from `{cost_path}` ({cost_run(root / cost_path)}). Each training job asks for "
+        f"{_one(asks['train_part']['gpu'])} GPU, {_one(asks['train_part']['cpus'])} CPUs and {gb['train_part']} GB; "
+        f"the pruning job before it {_one(asks['prune']['cpus'])} CPUs and {gb['prune']} GB "
+        f"({fmt_hours(table['cpu_hours'].sum())} CPU-hours in all five). The five tables answer "
+        f"{sum(claims.get(e, 0) for e in RP_GPU_TABLES)} claims ("
+        f"{', '.join(f'{e} {claims.get(e, 0)}' for e in RP_GPU_TABLES)}).\n")
+
+
+def _one(values: pd.Series) -> str:
+    """The one value every job of a rule asks for (the docs say it once)."""
+    found = sorted(set(values))
+    return "/".join(f"{v:g}" for v in found)
+
+
+def _models(models: list[str]) -> str:
+    """``resnet32/50/104`` for ``resnet32, resnet50, resnet104``: a narrow cell."""
+    groups: dict[str, list[str]] = {}
+    for m in models:
+        stem = m.rstrip("0123456789")
+        groups.setdefault(stem, []).append(m[len(stem):])
+    return ", ".join(stem + "/".join(n for n in sizes) for stem, sizes in groups.items())
 
 
 def docs_text(text: str, config: dict, root: Path, cached: dict | None = None) -> str:
