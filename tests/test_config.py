@@ -160,21 +160,21 @@ def test_a_config_file_that_is_not_yaml_is_named_with_its_line(tmp_path):
 def test_a_width_no_job_could_hold_is_refused_before_it_starts(width, fits):
     config = json.loads(json.dumps(CONFIG))
     config["experiments"]["OP-F1"]["quick"]["widths"] = [100, width]
-    found = plan.oversized(config, "quick", machine_mb=24_000)
+    found = bounds.oversized(config, "quick", machine_mb=24_000)
     assert (found == []) is fits
     if not fits:
         assert found[0].startswith("OP-F1 at the quick scale needs at least ")
         assert f"width {width:,}, depth 10" in found[0] and found[0].endswith("under experiments.OP-F1.quick in the config")
     # the floor is weights and activations in float64: 10 layers of 4060^2 and 200 x 4060 x 11, plus 500 x 4060 in
-    need, _ = plan.memory_floor({"widths": [4060], "depth": 10, "input_dim": 500, "n_samples": 200})
+    need, _ = bounds.memory_floor({"widths": [4060], "depth": 10, "input_dim": 500, "n_samples": 200})
     assert need == 8 * (10 * 4060**2 + 500 * 4060 + 200 * 4060 * 11)
     if fits:  # a machine smaller than the job's declared memory refuses what fits the declaration
-        assert "than the 1.0 GB this machine has" in plan.oversized(config, "quick", machine_mb=1024)[0]
+        assert "than the 1.0 GB this machine has" in bounds.oversized(config, "quick", machine_mb=1024)[0]
 
 
 def test_every_shipped_experiment_fits_its_declared_memory():
     for scale in ("paper", "quick", "smoke"):
-        assert plan.oversized(CONFIG, scale) == [], scale
+        assert bounds.oversized(CONFIG, scale) == [], scale
 
 
 def test_the_slurm_profile_asks_for_what_the_plan_prints(tmp_path):
@@ -205,8 +205,9 @@ def test_a_count_no_plan_or_job_could_hold_is_refused_naming_its_key(exp, key, v
     t0 = time.monotonic()
     found = bounds.refused(config, "quick")
     assert time.monotonic() - t0 < 10
-    assert len(found) == 1 and found[0].startswith(f"{exp} at the quick scale: {said}"), found
-    assert found[0].endswith(f"under experiments.{exp}.quick in the config")
+    line = next((f for f in found if f.startswith(f"{exp} at the quick scale: {said}")), None)
+    assert line is not None, found  # OP-F1's samples also need more memory than it declares: said first
+    assert all(f.endswith(f"under experiments.{exp}.quick in the config") for f in found), found
     config["experiments"][exp]["quick"][key] = 3  # small again: nothing refused
     assert bounds.refused(config, "quick") == []
 

@@ -189,9 +189,6 @@ def machine_mb():
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
 
 
-_OVERSIZED = plan.oversized(config, SCALE, machine_mb()) if workflow.is_main_process else []
-if _OVERSIZED:
-    stop(_OVERSIZED[0])  # a width that no job could hold, before any starts
-_TOO_MUCH = bounds.refused(config, SCALE) if workflow.is_main_process else []
-if _TOO_MUCH:
-    stop(_TOO_MUCH[0])  # a count of nets, draws or steps no job (or plan) could hold, before any is planned
+_TOO_LARGE = bounds.refused(config, SCALE, machine_mb()) if workflow.is_main_process else []
+if _TOO_LARGE:
+    stop(_TOO_LARGE[0])  # a width, or a count of nets, draws or steps, that no job (or plan) could hold

@@ -15,8 +15,11 @@ before the workflow plans a job, each refusal naming the key to lower:
   ``n_nets`` times; a job cannot do more than ``RATE`` of those a second.
   More than its declared runtime at that rate is refused. A floor, never a forecast.
 - **memory**: the draws of a job are held at once (``sampling.subvector_norms``: one row of the
-  largest ``k`` per draw, in float64); more than the memory its jobs declare is refused. The
-  widths' floor (weights and activations) is ``plan.memory_floor``'s.
+  largest ``k`` per draw, in float64); more than the memory its jobs declare is refused.
+
+The widths are checked first (``oversized``): the widest net a job's settings describe, its weights
+and one set of activations for its largest batch (``memory_floor``), against the memory the job
+declares and, where jobs run on this machine, the memory it has.
 """
 
 from __future__ import annotations
@@ -38,6 +41,59 @@ PROBE = 4
 NOT_WORK = {"n_classes"}
 # Counts done once for every net of a job (its pieces, points, lines, samples, steps of its walks).
 PER_NET = {"n_pieces", "n_points", "n_lines", "n_samples", "n_steps", "n_walks", "n_arcs", "n_inputs"}
+
+
+def _numbers(value) -> list[float]:
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, (int, float)):
+        return [value]
+    return [x for v in value for x in _numbers(v)] if isinstance(value, list) else []
+
+
+def memory_floor(s: dict) -> tuple[int, str] | None:
+    """(bytes, what) that a job of settings ``s`` needs at least: the widest fully connected net its
+    sizes describe (``width*`` keys, ``depth``/``depths``, ``input_dim``, 784 for MNIST), its weights
+    and one set of activations per layer for its largest batch (``n_samples``, ``n_pieces``,
+    ``n_points``) in float64. A floor, not a forecast: a job may need several times more, never less;
+    None for settings without a width (the named models of RP's tables)."""
+    widths = [w for k, v in s.items() if k.startswith("width") and k != "width_variations" for w in _numbers(v)]
+    if "width_center" in s:
+        widths.append(s["width_center"] + max(_numbers(s.get("width_variations", 0)) or [0]))
+    if not widths:
+        return None
+    width = int(max(widths))
+    depth = int(max(_numbers(s.get("depth")) + _numbers(s.get("depths")) + [1]))
+    inputs = int(s.get("input_dim") or (784 if s.get("dataset") == "mnist" else width))
+    batch = int(max([1] + [s[k] for k in ("n_samples", "n_pieces", "n_points") if isinstance(s.get(k), int)]))
+    need = 8 * (depth * width**2 + inputs * width + batch * width * (depth + 1))
+    return need, f"width {width:,}, depth {depth}, {batch:,} points"
+
+
+def oversized(config: dict, scale: str, machine_mb: int | None = None) -> list[str]:
+    """One line per experiment whose settings at ``scale`` need more memory (``memory_floor``) than
+    its jobs declare (``mem_mb``), or than ``machine_mb`` (this machine's, when jobs run here), naming
+    the settings to lower: a job that would die in a torch allocation (or be killed) is refused
+    before any job starts."""
+    from .plan import MEASURE, TRAIN
+
+    lines = []
+    for exp in config["experiments"]:
+        s = settings(config, exp, scale)
+        floor = memory_floor(s)
+        if floor is None:
+            continue
+        need, sizes = floor
+        declared = (s.get("resources", {}).get("mem_mb", TRAIN["mem_mb"]) if catalogue.entry(exp).trains
+                    else MEASURE["mem_mb"])
+        limit, whose = min((declared, "its jobs declare (mem_mb)"), (machine_mb or declared, "this machine has"))
+        if need > limit * 2**20:
+            batch = [k for k in ("n_samples", "n_pieces", "n_points") if isinstance(s.get(k), int)]
+            keys = "its widths or depth" + (f" (or {max(batch, key=s.get)})" if batch else "")
+            lines.append(f"{exp} at the {scale} scale needs at least {need / 2**30:,.1f} GB ({sizes}: weights and "
+                         f"activations in float64), more than the {limit / 1024:,.1f} GB {whose}: lower {keys} "
+                         f"under experiments.{exp}.{scale} in the config")
+    return lines
 
 
 def counts(s: dict) -> dict[str, int]:
@@ -98,7 +154,7 @@ def job_counts(exp: str, s: dict) -> dict[str, tuple[float, float]]:
 
 def unit_cost(s: dict, key: str) -> float:
     """Work (multiply-adds or drawn coordinates) one unit of count ``key`` costs at least: one pass
-    of one point through the widest net of ``s`` (``plan.memory_floor``'s sizes), or 1 without widths."""
+    of one point through the widest net of ``s`` (``memory_floor``'s sizes), or 1 without widths."""
     if key == "n_draws":
         return float(max(s.get("ks") or [1]))
     widths = [w for k, v in s.items() if k.startswith("width") and k != "width_variations"
@@ -107,12 +163,13 @@ def unit_cost(s: dict, key: str) -> float:
     return float(max(depths or [1])) * max(widths or [1]) ** 2 if widths else 1.0
 
 
-def refused(config: dict, scale: str) -> list[str]:
-    """One sentence per experiment whose counts at ``scale`` make too many jobs, or jobs longer or
-    larger than they declare, naming the key and the command that fixes it."""
+def refused(config: dict, scale: str, machine_mb: int | None = None) -> list[str]:
+    """One sentence per experiment whose widths (``oversized``) or counts at ``scale`` make too many
+    jobs, or jobs longer or larger than they declare (or than ``machine_mb``), naming the key and
+    the command that fixes it."""
     from .plan import MEASURE, TRAIN, hours
 
-    lines = []
+    lines = oversized(config, scale, machine_mb)
     for exp in config["experiments"]:
         s = settings(config, exp, scale)
         where = f"experiments.{exp}.{scale}"

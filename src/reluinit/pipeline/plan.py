@@ -68,57 +68,6 @@ def prune_resources(config: dict, exp: str, part: str, scale: str | None = None)
     return {"mem_mb": max(MEASURE["mem_mb"], trained), "runtime": MEASURE["runtime"]}
 
 
-def _numbers(value) -> list[float]:
-    if isinstance(value, bool):
-        return []
-    if isinstance(value, (int, float)):
-        return [value]
-    return [x for v in value for x in _numbers(v)] if isinstance(value, list) else []
-
-
-def memory_floor(s: dict) -> tuple[int, str] | None:
-    """(bytes, what) that a job of settings ``s`` needs at least: the widest fully connected net its
-    sizes describe (``width*`` keys, ``depth``/``depths``, ``input_dim``, 784 for MNIST), its weights
-    and one set of activations per layer for its largest batch (``n_samples``, ``n_pieces``,
-    ``n_points``) in float64. A floor, not a forecast: a job may need several times more, never less;
-    None for settings without a width (the named models of RP's tables)."""
-    widths = [w for k, v in s.items() if k.startswith("width") and k != "width_variations" for w in _numbers(v)]
-    if "width_center" in s:
-        widths.append(s["width_center"] + max(_numbers(s.get("width_variations", 0)) or [0]))
-    if not widths:
-        return None
-    width = int(max(widths))
-    depth = int(max(_numbers(s.get("depth")) + _numbers(s.get("depths")) + [1]))
-    inputs = int(s.get("input_dim") or (784 if s.get("dataset") == "mnist" else width))
-    batch = int(max([1] + [s[k] for k in ("n_samples", "n_pieces", "n_points") if isinstance(s.get(k), int)]))
-    need = 8 * (depth * width**2 + inputs * width + batch * width * (depth + 1))
-    return need, f"width {width:,}, depth {depth}, {batch:,} points"
-
-
-def oversized(config: dict, scale: str, machine_mb: int | None = None) -> list[str]:
-    """One line per experiment whose settings at ``scale`` need more memory (``memory_floor``) than
-    its jobs declare (``mem_mb``), or than ``machine_mb`` (this machine's, when jobs run here), naming
-    the settings to lower: a job that would die in a torch allocation (or be killed) is refused
-    before any job starts."""
-    lines = []
-    for exp in config["experiments"]:
-        s = settings(config, exp, scale)
-        floor = memory_floor(s)
-        if floor is None:
-            continue
-        need, sizes = floor
-        declared = (s.get("resources", {}).get("mem_mb", TRAIN["mem_mb"]) if catalogue.entry(exp).trains
-                    else MEASURE["mem_mb"])
-        limit, whose = min((declared, "its jobs declare (mem_mb)"), (machine_mb or declared, "this machine has"))
-        if need > limit * 2**20:
-            batch = [k for k in ("n_samples", "n_pieces", "n_points") if isinstance(s.get(k), int)]
-            keys = "its widths or depth" + (f" (or {max(batch, key=s.get)})" if batch else "")
-            lines.append(f"{exp} at the {scale} scale needs at least {need / 2**30:,.1f} GB ({sizes}: weights and "
-                         f"activations in float64), more than the {limit / 1024:,.1f} GB {whose}: lower {keys} "
-                         f"under experiments.{exp}.{scale} in the config")
-    return lines
-
-
 def run_hours(s: dict, model: str | None) -> float:
     """Hours the experiment's ``resources`` declare for one run of ``model`` (``runtime`` is one
     value, or one per model with an optional ``default``)."""
