@@ -134,7 +134,7 @@ def test_a_config_that_is_not_yaml_or_asks_for_too_much_memory_stops_naming_the_
     (workdir / "wide.yaml").write_text("experiments:\n  LR-F2:\n    quick:\n      n_nets: 1000000000\n")
     run, last = _run(workdir, "lr_f2", "-n", "--cores", "1", "--configfile", "wide.yaml", "--config", "scale=quick")
     assert run.returncode != 0  # planning 10^9 parts never ended
-    assert last.startswith("LR-F2 at the quick scale: n_nets = 1,000,000,000 makes about 1,000,000,000 jobs"), last
+    assert last.startswith("experiments.LR-F2.quick: n_nets = 1,000,000,000 is more than the 10,000,000 any count"), last
     (workdir / "wide.yaml").write_text("experiments:\n  OP-F1:\n    quick:\n      widths: [100, many]\n")
     run, last = _run(workdir, "op_f1", "-n", "--cores", "1", "--configfile", "wide.yaml", "--config", "scale=quick")
     assert last.startswith("wide.yaml, line 4: invalid config: key 'experiments.OP-F1.quick.widths[1]' = 'many'"), last

@@ -1,8 +1,10 @@
 """Counts that size work (nets, draws, samples, points, pieces, steps), bounded before planning.
 
 A count is an integer setting named ``n_*`` (``n_classes`` aside: a shape, not work), ``*_nets``,
-``*_pieces``, ``reps``, ``epochs`` or ``max_steps``, or a list of them (``convergence_pieces``). Each is checked three ways
-before the workflow plans a job, each refusal naming the key to lower:
+``*_pieces``, ``*_draws`` or one of ``COUNT_KEYS`` (runs, epochs, iterations, batch sizes), or a
+list of them (``convergence_pieces``). Every count of the config (an experiment's, a training
+spec's, a recipe's) is first held to ``MAX_COUNT``; then each is checked three ways before the
+workflow plans a job, each refusal naming the key to lower:
 
 - **jobs**: a count that makes jobs or training runs (LR-F2's ``n_nets``: a job per net; RP-T4's
   ``reps``: runs stacked in a job) may not make more than ``MAX_PARTS`` jobs or ``MAX_RUNS`` runs.
@@ -13,7 +15,8 @@ before the workflow plans a job, each refusal naming the key to lower:
   least one pass of one point through the net its widths describe (depth x width^2 multiply-adds)
   or, for a draw, one coordinate per ``k``; the counts done for each net (``PER_NET``) are done
   ``n_nets`` times; a job cannot do more than ``RATE`` of those a second.
-  More than its declared runtime at that rate is refused. A floor, never a forecast.
+  More than its declared runtime at that rate is refused. A training run passes each step's batch
+  through its first layer at least. A floor, never a forecast.
 - **memory**: the draws of a job are held at once (``sampling.subvector_norms``: one row of the
   largest ``k`` per draw, in float64); more than the memory its jobs declare is refused.
 
@@ -39,6 +42,10 @@ RATE = 1e12
 # The values a count is probed at to see whether it makes jobs.
 PROBE = 4
 NOT_WORK = {"n_classes"}
+COUNT_KEYS = {"reps", "runs", "epochs", "max_steps", "iterations", "batch_size", "batch_per_class"}
+# No count may be larger: the papers' largest is 100,000 (EP-F14's n_steps). A count beyond it is a
+# slip of the keyboard or a study this pipeline was not sized for; the floors below catch less.
+MAX_COUNT = 10_000_000
 # Counts done once for every net of a job (its pieces, points, lines, samples, steps of its walks).
 PER_NET = {"n_pieces", "n_points", "n_lines", "n_samples", "n_steps", "n_walks", "n_arcs", "n_inputs"}
 
@@ -102,7 +109,7 @@ def counts(s: dict) -> dict[str, int]:
     found = {}
     for prefix, block in (("", s), ("recipe.", s.get("recipe") if isinstance(s.get("recipe"), dict) else {})):
         for key, value in block.items():
-            if not (key.startswith("n_") or key.endswith(("_nets", "_pieces")) or key in ("reps", "epochs", "max_steps")) \
+            if not (key.startswith("n_") or key.endswith(("_nets", "_pieces", "_draws")) or key in COUNT_KEYS) \
                     or key in NOT_WORK:
                 continue
             values = value if isinstance(value, list) else [value]
@@ -170,6 +177,26 @@ def refused(config: dict, scale: str, machine_mb: int | None = None) -> list[str
     from .plan import MEASURE, TRAIN, hours
 
     lines = oversized(config, scale, machine_mb)
+    widths = len(lines)
+    for block in ("experiments", "training", "recipes"):  # every count where it is set, the cap first
+        for name, levels in (config.get(block) or {}).items():
+            s = {**levels.get("paper", {}), **(levels.get(scale) or {} if scale != "paper" else {})}
+            for key, value in counts({k: v for k, v in s.items() if k != "recipe"}).items():
+                if value > MAX_COUNT:
+                    lines.append(f"{block}.{name}.{scale}: {key} = {value:,} is more than the {MAX_COUNT:,} any count "
+                                 f"may be here (the papers' largest is 100,000): lower {key} under {block}.{name}.{scale} "
+                                 "in the config")
+    if len(lines) > widths:
+        return lines  # planning with such a count could itself not end
+    for spec in config.get("training") or {}:
+        from .config import training_settings
+
+        floor_h = _training_floor_h(training_settings(config, spec, scale), per_job_runs=True)
+        if floor_h > hours(TRAIN["runtime"]):
+            lines.append(f"training.{spec} at the {scale} scale: its runs need at least {_span(floor_h)} in one job "
+                         f"(every step's batch through the first layer at {RATE:.0e} operations a second), more than "
+                         f"the {_span(hours(TRAIN['runtime']))} its jobs declare: lower runs under training.{spec}.{scale}, "
+                         "or its recipe's epochs, in the config")
     for exp in config["experiments"]:
         s = settings(config, exp, scale)
         where = f"experiments.{exp}.{scale}"
@@ -183,6 +210,11 @@ def refused(config: dict, scale: str, machine_mb: int | None = None) -> list[str
         trains = catalogue.entry(exp).trains
         runtime = s.get("resources", {}).get("runtime", TRAIN["runtime"]) if trains else MEASURE["runtime"]
         declared_h = max(hours(v) for v in runtime.values()) if isinstance(runtime, dict) else hours(runtime)
+        run_h = _training_floor_h(s) if trains else 0.0
+        if run_h > declared_h:
+            lines.append(f"{exp} at the {scale} scale: one run needs at least {_span(run_h)} (every step's batch "
+                         f"through the first layer at {RATE:.0e} operations a second), more than the {_span(declared_h)} "
+                         f"a run declares: lower its recipe's epochs or iterations in the config")
         inside = {k: v for k, v in counts(s).items() if k not in makes}  # those spread over jobs: bounded above
         nets = inside.get("n_nets", 1)
         for key, value in inside.items():
@@ -203,6 +235,23 @@ def refused(config: dict, scale: str, machine_mb: int | None = None) -> list[str
                              f"float64), more than the {declared_mb / 1024:,.1f} GB its jobs declare: lower n_draws "
                              f"under {where} in the config")
     return lines
+
+
+def _training_floor_h(s: dict, per_job_runs: bool = False) -> float:
+    """Hours one run of settings ``s`` (its ``recipe`` and ``dataset``; with ``per_job_runs``, all
+    ``runs`` of a training spec's job) needs at least: every optimizer step passes its batch through
+    the first layer, one multiply per input value. 0 where the recipe or dataset is not known, and at
+    the quick scale, whose stand-in data are smaller than the steps ``plan.run_steps`` counts."""
+    from ..datasets import SHAPES
+    from .plan import run_steps
+
+    recipe, dataset = s.get("recipe"), s.get("dataset")
+    if not isinstance(recipe, dict) or dataset not in SHAPES or s.get("scale") == "quick":
+        return 0.0
+    steps = run_steps(recipe, dataset)["steps"]
+    inputs = math.prod(SHAPES[dataset][0])
+    runs = s.get("runs", 1) if per_job_runs else 1
+    return runs * steps * recipe.get("batch_size", 1) * inputs / RATE / 3600
 
 
 def _span(h: float) -> str:
