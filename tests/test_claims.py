@@ -500,6 +500,8 @@ def test_every_claim_says_what_it_stands_on_and_what_would_fail_it_and_the_recor
 @pytest.mark.parametrize("measure, what", [
     ("t.act_ratio.mean() + 0 * sum(range(10 ** 15))", "ran past 2 s of CPU"),
     ("len('x' * 10 ** 12)", "needed more than 1 GB of memory"),
+    ("len(t) // 0", "raised ZeroDivisionError: integer division or modulo by zero; correct it in claims.yaml"),
+    ("(lambda f: f(f))(lambda f: f(f))", "invalid: its measure raised "),  # RecursionError, or SystemError
 ])
 def test_a_claim_that_would_never_end_or_fill_memory_is_stopped_and_named(measure, what, tmp_path):
     """Claims are data, judged in a child process under CPU and memory limits: the claim that hits

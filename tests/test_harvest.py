@@ -2,6 +2,7 @@
 `reference restore` prove a part is what was exported."""
 
 import gzip
+import shutil
 import subprocess
 import sys
 import time
@@ -176,12 +177,16 @@ def test_restore_keeps_a_part_the_tree_holds_and_says_whether_it_is_the_referenc
     tree = tmp_path / "tree y ü"
     assert len(reference.restore(exported, tree)[0]) == 2
     mine = tree / "TG" / "TG-F3a" / "uniform.csv"
-    mine.write_text(mine.read_text().replace("1.25", "1.35"))  # another valid run's numbers
+    other = mine.read_text().replace("1.25", "1.35")
+    integrity.write_atomic(mine, lambda tmp: Path(tmp).write_text(other))  # another valid run's numbers, sealed
     restored, left_out, refused = reference.restore(exported, tree)
     assert restored == [] and refused == [] and mine.read_text().count("1.35") == 1
     assert any(line.startswith("TG-F3a gaussian: ") and "the same as the reference's" in line for line in left_out)
     differs = next(line for line in left_out if line.startswith("TG-F3a uniform: "))
     assert "differs from the reference's" in differs and f"`rm '{mine}'` and restore again" in differs
+    mine.write_text(other.replace("1.35", "1.45"))  # edited after its seal: damaged, not another run's
+    damaged = next(line for line in reference.restore(exported, tree)[1] if line.startswith("TG-F3a uniform: "))
+    assert "does not match its seal" in damaged and f"`rm '{mine}'` and restore again" in damaged, damaged
 
 
 def test_a_harvest_stops_within_its_budget_mid_epoch(tmp_path, monkeypatch):
@@ -231,3 +236,24 @@ def test_a_part_stopped_anywhere_resumes_to_the_rows_of_a_run_never_stopped(tmp_
     a, b = (pd.read_csv(paths.part(str(r), "TG-F6", "group0")) for r in (whole, cut))
     timing = [c for c in a.columns if "seconds" in c]
     pd.testing.assert_frame_equal(a.drop(columns=timing), b.drop(columns=timing))
+
+
+def test_a_harvest_names_mnist_damaged_rather_than_missing(tmp_path):
+    """MNIST there but wrong (a label file of the other split) is said as the dataset check says it,
+    with its fix, not as "not under <data_dir>"."""
+    from test_datasets import make_mnist
+
+    make_mnist(tmp_path)
+    raw = tmp_path / "MNIST" / "raw"
+    shutil.copy(raw / "t10k-labels-idx1-ubyte", raw / "train-labels-idx1-ubyte")  # 5 labels for 12 images
+    problem = harvest.data_problem("mnist", tmp_path, "paper")
+    assert "train-labels-idx1-ubyte is damaged (5 labels for the 12 images" in problem, problem
+    assert harvest.data_problem("mnist", tmp_path / "none", "paper").startswith(f"mnist is not under {tmp_path / 'none'}")
+    assert harvest.data_problem("mnist", tmp_path / "none", "quick") is None  # the bundled stand-in
+
+
+def test_the_harvest_budget_is_a_finite_number_of_seconds():
+    for bad in ("nan", "inf", "1e12", "-5", "3", "ten"):
+        with pytest.raises(SystemExit):
+            harvest.main(["--budget-s", bad, "--out", "unused"])
+    assert harvest.budget_seconds("600") == 600.0

@@ -11,3 +11,5 @@ mine = [c for c in claims.load(sm.input.claims) if catalogue.paper_of(c.table) =
 card = claims.scorecard(mine, sm.params.results, sm.params.scale)
 jobs.write_table(card, sm.output[0])
 log.info("claims at the %s scale:\n%s", sm.params.scale, claims.summary(card).to_string())
+for _, r in card[card["verdict"] == claims.INVALID].iterrows():  # named where the run is watched, not only in the table
+    log.warning("claim %s: %s", r["claim"], r["note"])

@@ -65,15 +65,19 @@ def experiments(config: dict, scale: str, only: list[str] | None = None) -> list
     return chosen
 
 
-def has_data(name: str, data_dir: str | Path, scale: str) -> bool:
-    """Whether ``name`` loads here without a download (the quick scale's stand-ins always do)."""
+def data_problem(name: str, data_dir: str | Path, scale: str) -> str | None:
+    """Why ``name`` does not load here without a download (missing, or there but damaged: the
+    dataset check's own sentence, with its fix), or None when it does (the quick scale's stand-ins
+    always do)."""
     if datasets.resolve(name, scale) in datasets.BUNDLED:
-        return True
+        return None
     try:
         datasets.load(name, data_dir, train=False, scale=scale)
-    except (datasets.DatasetUnavailable, OSError, RuntimeError):
-        return False
-    return True
+    except datasets.DatasetUnavailable as e:
+        return str(e)
+    except (OSError, RuntimeError) as e:
+        return f"{name} could not be read under {data_dir} ({type(e).__name__}: {e})"
+    return None
 
 
 def in_reference(reference: Path, exp: str, part: str) -> bool:
@@ -94,9 +98,9 @@ def candidates(config: dict, scale: str, reference: Path, results: Path, only: l
     for exp in exps:
         s = settings(config, exp, scale)
         names = [s["dataset"]] if "dataset" in s else list(s.get("datasets", []))
-        missing = [n for n in names if not has_data(n, config["data_dir"], scale)]
-        if missing:
-            skipped[exp] = f"needs {', '.join(missing)}, not under {config['data_dir']}"
+        problems = [p for p in (data_problem(n, config["data_dir"], scale) for n in names) if p]
+        if problems:
+            skipped[exp] = "; ".join(problems)
             continue
         for part in plan.measure_jobs(config, exp, scale):
             if in_reference(reference, exp, part) or Path(paths.part(str(results), exp, part)).exists():
@@ -302,9 +306,27 @@ def report(table: pd.DataFrame, scale: str, budget_s: float, spent_s: float, res
     return "\n".join(lines) + "\n"
 
 
+# A year: the longest budget its alarm (``stopped_at``) can hold, and more than any machine is lent.
+MAX_BUDGET_S = 365 * 24 * 3600.0
+
+
+def budget_seconds(text: str) -> float:
+    """``--budget-s``: a finite number of seconds, more than the margin kept for the bookkeeping
+    (``MARGIN_S``) and at most ``MAX_BUDGET_S``; anything else is refused by name."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not MARGIN_S < value <= MAX_BUDGET_S:  # NaN fails this too
+        raise argparse.ArgumentTypeError(f"{text} seconds: give more than {MARGIN_S:g} (the margin the harvest keeps "
+                                         f"for its report) and at most {MAX_BUDGET_S:,.0f} (a year), e.g. --budget-s 600")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m reluinit.harvest", description=__doc__.splitlines()[0])
-    p.add_argument("--budget-s", type=float, required=True, help="seconds this harvest may take, all in")
+    p.add_argument("--budget-s", type=budget_seconds, required=True, help="seconds this harvest may take, all in "
+                   f"(more than {MARGIN_S:g}, at most {MAX_BUDGET_S:,.0f})")
     p.add_argument("--data-dir", default="data", help="where the datasets are (MNIST: bash install.sh DIR)")
     p.add_argument("--out", required=True, help="results tree to write (the same one resumes an earlier harvest)")
     p.add_argument("--device", default="auto", help="auto (cuda when present), cuda or cpu")

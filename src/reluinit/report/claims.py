@@ -525,7 +525,7 @@ def scorecard(claims: list[Claim], results: str, scale: str, limits: dict | None
                         else f"ended the process judging it (exit code {child.exitcode})")
                 rows.append(_over_limit(claims[len(rows)], scale, what))
                 break
-            if kind == "error":  # a claim that cannot be judged stops the scorecard, as it always did
+            if kind == "error":  # a claim that names what its table lacks stops the scorecard, with its fix
                 child.join()
                 raise got
             rows.append(got)
@@ -548,9 +548,13 @@ def _judge_all(claims: list[Claim], results: str, scale: str, limits: dict, send
             row = evaluate(c, tables[c.table], scale)
         except MemoryError:
             row = _over_limit(c, scale, f"needed more than {limits['memory_bytes'] / 2**30:g} GB of memory")
-        except Exception as e:  # noqa: BLE001 - handed to the parent, which raises it
+        except ClaimError as e:  # a claim that cannot be read against its table: handed to the parent
             send.send(("error", e if _picklable(e) else RuntimeError(f"claim {c.id}: {e}")))
             return
+        except (Exception, RecursionError) as e:  # noqa: BLE001 - its measure failed: this claim, not the card
+            message = str(e).splitlines()[0] if str(e) else ""
+            row = _blank_row(c, scale, INVALID, f"invalid: its measure raised {type(e).__name__}"
+                             f"{': ' + message if message else ''}; correct it in claims.yaml (claim {c.id})")
         send.send(("row", row))
     send.close()
 

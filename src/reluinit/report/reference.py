@@ -466,7 +466,12 @@ def _already_there(kept: Path, target: Path, exp: str, part: str) -> str:
         same = False
     if same:
         return f"{exp} {part}: {target} is there already, the same as the reference's"
-    return (f"{exp} {part}: kept {target}, which is there already and differs from the reference's; to take the "
+    try:
+        integrity.verify(target)
+        state = "differs from the reference's"
+    except integrity.DamagedFile:  # not another run's part: a damaged one, which no job would read
+        state = "does not match its seal (damaged: no job reads it)"
+    return (f"{exp} {part}: kept {target}, which is there already and {state}; to take the "
             f"reference's instead, `rm {shlex.quote(str(target))}` and restore again")
 
 
