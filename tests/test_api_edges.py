@@ -337,3 +337,39 @@ def test_a_net_with_a_non_finite_weight_is_refused_with_its_layer(value, what):
                        (lambda: trajectory_stats(model, torch.zeros(4), torch.ones(4)), "trajectory_stats")]:
         with pytest.raises(ValueError, match=rf"^{name}: layer 2's {kind} hold NaN or inf"):
             call()
+
+
+def test_finite_weights_whose_products_overflow_are_refused_not_counted():
+    """Weights of 1e80 a layer are finite, but their products reach inf by layer 4: the plane's
+    partition used to count 29 regions and the path's lengths came back inf and NaN."""
+    model = nn.Sequential(*[m for _ in range(4) for m in (nn.Linear(4, 4), nn.ReLU())]).double()
+    with torch.no_grad():
+        for layer in model[::2]:
+            layer.weight.mul_(1e80)
+    with pytest.raises(ValueError, match="^layer 4's pre-activations overflow float64"):
+        plane_partition(model, [0] * 4, [1, 0, 0, 0], [0, 1, 0, 0], 1.0)
+    with pytest.raises(ValueError, match="^trajectory_stats: the path's length at layer 2 is NaN or inf"):  # squared norms
+        trajectory_stats(model, torch.zeros(4), torch.ones(4))
+    with pytest.raises(MemoryError, match="n_pieces=1,000,000,000,000 holds"):
+        trajectory_stats(_small_net(), torch.zeros(4), torch.ones(4), n_pieces=10**12)
+
+
+def test_pruning_refuses_a_model_or_inputs_with_nan_or_inf_by_name():
+    """A NaN weight in layer 2 let SNIP return masks that kept no weight of two layers; an inf input
+    gave scores of NaN: the masks of either are not the model's."""
+    from reluinit.pruning import prune
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 10))
+    x, y = torch.randn(20, 10), torch.randint(0, 10, (20,))
+    assert set(prune(model, "snip", 0.1, x=x, y=y)) == {"0.weight", "2.weight"}
+    with torch.no_grad():
+        model[2].weight[0, 0] = math.nan
+    for method in ("snip", "magnitude"):
+        with pytest.raises(ValueError, match=r"^prune: the model's 2.weight holds NaN or inf"):
+            prune(model, method, 0.1, x=x, y=y)
+    x[0, 0] = math.inf
+    with pytest.raises(ValueError, match=r"^prune: x holds NaN or inf"):
+        prune(nn.Sequential(nn.Linear(10, 10)), "snip", 0.1, x=x, y=y)
+    with pytest.raises(ValueError, match=r"^prune: data\[1\]'s inputs holds NaN or inf"):
+        prune(nn.Sequential(nn.Linear(10, 10)), "snip", 0.1, data=[(x[1:], y[1:]), (x, y)])

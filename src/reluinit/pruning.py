@@ -318,8 +318,25 @@ def prune(model: nn.Module, method: str, density: float, *, x: torch.Tensor | No
         rounds, so it keeps what one shot keeps unless the caller trains between ``prune`` calls).
         None: SynFlow's own exponential schedule, one shot for the rest.
     """
+    _refuse_nonfinite(model, x, data)
     return prune_with_s_cr(model, method, density, x=x, y=y, data=data, loss=loss, in_shape=in_shape, seed=seed,
                            rounds=rounds, temperature=temperature, scope=scope, exclude=exclude, schedule=schedule)[0]
+
+
+def _refuse_nonfinite(model: nn.Module, x: torch.Tensor | None, data: Batches | None) -> None:
+    """A ``ValueError`` naming the parameter or input that holds NaN or inf: scores of such a model
+    are NaN or inf too, and the masks ranked from them keep or drop weights by chance, not by score
+    (a NaN weight in one layer left SNIP keeping no weight of two others). ``data`` is checked
+    where it is a list or tuple of batches; a loader is read once, by the pruner."""
+    for name, p in model.named_parameters():
+        if not bool(torch.isfinite(p).all()):
+            raise ValueError(f"prune: the model's {name} holds NaN or inf; give it finite parameters")
+    batches = [("x", x)] if x is not None else []
+    if isinstance(data, (list, tuple)):
+        batches += [(f"data[{i}]'s inputs", b[0]) for i, b in enumerate(data)]
+    for what, inputs in batches:
+        if torch.is_tensor(inputs) and inputs.is_floating_point() and not bool(torch.isfinite(inputs).all()):
+            raise ValueError(f"prune: {what} holds NaN or inf; give it finite inputs")
 
 
 def prune_with_s_cr(model: nn.Module, method: str, density: float, *, x: torch.Tensor | None = None,

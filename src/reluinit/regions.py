@@ -147,6 +147,15 @@ def _tolerance(t: torch.Tensor, rtol: float) -> torch.Tensor:
     return rtol * torch.where(torch.isfinite(t), t.abs().clamp_min(1.0), torch.zeros_like(t))
 
 
+def _finite_layer(l: int, *maps: torch.Tensor) -> None:
+    """A ``ValueError`` naming layer ``l + 1`` when its pre-activations' affine maps overflow float64
+    (finite weights of 1e80 a layer, a line from -1e308 to 1e308): the counts after it would be of
+    NaNs, not of the net's regions."""
+    if not all(bool(torch.isfinite(m).all()) for m in maps):
+        raise ValueError(f"layer {l + 1}'s pre-activations overflow float64 (NaN or inf) on this line or plane: "
+                         "the weights or the inputs are too large; scale them down")
+
+
 def split_lines(net: MLP, x0: torch.Tensor, x1: torch.Tensor, t_min: float = 0.0, t_max: float = 1.0,
                 keep_pattern: bool = True, max_intervals: int | None = None, rtol: float = 1e-11) -> LineSplit:
     """Split the lines from ``x0[i]`` to ``x1[i]`` (``[L, n_0]``) on ``[t_min, t_max]`` exactly.
@@ -186,6 +195,7 @@ def split_lines(net: MLP, x0: torch.Tensor, x1: torch.Tensor, t_min: float = 0.0
         if max_intervals is not None and len(t0) > max_intervals:
             break
         za, zb = _affine(c, a, w), b @ w.T
+        _finite_layer(l, za, zb)
         if net.readout and l == len(weights) - 1:
             a, b = za, zb
             break
@@ -365,6 +375,7 @@ def plane_regions(net: MLP, origin, e1, e2, half_side: float, rtol: float = 1e-1
         w = f64(w)
         za = a @ w.T + (f64(c) if c is not None else 0.0)  # z = za + zb @ (u, v) on each parent cell
         zb = torch.einsum("ij,pjk->pik", w, bmat)
+        _finite_layer(l, za, zb)
         # The edge test of `bounded` is torch.isclose's (rtol 1e-5, atol 1e-8), written out.
         xy, off, parent, centre, bounded, snapped = planecut.cut_layer(
             xy, off, za.cpu().numpy(), zb.cpu().numpy(), theta, s, 1e-8 + 1e-5 * abs(s), rtol)

@@ -344,5 +344,18 @@ def trajectory_stats(model, x0, x1, path: str = "line", n_pieces: int = 10_000) 
         ends.append(t.to(dtype=dtype, device=device))
     if isinstance(n_pieces, bool) or not isinstance(n_pieces, (int, np.integer)) or n_pieces < 1:
         raise ValueError(f"n_pieces must be a whole number >= 1 (the path is cut into that many pieces); got {n_pieces!r}")
+    need = (int(n_pieces) + 1) * max(net.widths) * 8
+    if need > MAX_PATH_BYTES:
+        raise MemoryError(f"trajectory_stats: n_pieces={n_pieces:,} holds {need / 2**30:,.1f} GiB of the path's points "
+                          f"at width {max(net.widths):,}, over {MAX_PATH_BYTES / 2**30:g} GiB; use fewer pieces")
     with torch.no_grad():
-        return path_rows(net, make_path(path, *ends), int(n_pieces))
+        rows = path_rows(net, make_path(path, *ends), int(n_pieces))
+    bad = rows.index[~np.isfinite(rows[["length", "length_pre"]].to_numpy()).all(axis=1)]
+    if len(bad):  # finite weights whose products overflow float64 (weights of 1e80 a layer, say)
+        raise ValueError(f"trajectory_stats: the path's length at layer {int(rows.loc[bad[0], 'layer'])} is NaN or inf: "
+                         "the weights or inputs are too large for float64 there; scale them down")
+    return rows
+
+
+# The path's points a call may hold at the widest layer (float64), before it starts.
+MAX_PATH_BYTES = 4 * 2**30
