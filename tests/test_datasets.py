@@ -278,3 +278,21 @@ def test_a_file_of_mnists_official_size_must_be_mnists(tmp_path, monkeypatch):
     assert len(datasets.load("mnist", tmp_path).y) == 12
     monkeypatch.setitem(datasets.MNIST_OFFICIAL, labels.name, (60_008, "0" * 32))  # not the official size
     assert len(datasets.load("mnist", tmp_path).y) == 12
+
+
+def test_official_mnist_files_under_each_others_names_are_refused(tmp_path, monkeypatch):
+    """The train and t10k files swapped wholesale are each whole and consistent: the run used to
+    train on the 10,000 test digits and call them "mnist, 10,000-image subset". Each file of an
+    official size is that file; here the official table is this fake set's own."""
+    make_mnist(tmp_path, n_train=12, n_test=5)
+    raw = tmp_path / "MNIST" / "raw"
+    official = {f.name: (f.stat().st_size, md5(f)) for f in raw.iterdir()}
+    monkeypatch.setattr(datasets, "MNIST_OFFICIAL", official)
+    assert datasets.load("mnist", tmp_path, train=False) is not None  # the set as published
+    for kind in ("images-idx3", "labels-idx1"):
+        train, test = raw / f"train-{kind}-ubyte", raw / f"t10k-{kind}-ubyte"
+        train.rename(raw / "swap")
+        test.rename(train)
+        (raw / "swap").rename(test)
+    said = _refused(tmp_path)
+    assert "is damaged (it is MNIST's official t10k-" in said and "under another name: put each file under its own name" in said, said

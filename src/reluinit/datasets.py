@@ -180,6 +180,20 @@ def _idx_problem(path: Path) -> tuple[str | None, list[int]]:
     return None, dims
 
 
+def _mnist_identity(path: Path) -> str | None:
+    """What an MNIST file of an official size is instead of the official file its name says: another
+    file of that size, or another official file (the splits swapped: the test digits would train
+    and be labelled a subset); None for the official file, or a file of no official size."""
+    size = path.stat().st_size
+    own = MNIST_OFFICIAL.get(path.name)
+    for other, (other_size, md5) in MNIST_OFFICIAL.items():
+        if size == other_size and other != path.name and _md5(path) == md5:
+            return f"it is MNIST's official {other} (its size and MD5) under another name: put each file under its own name"
+    if own and size == own[0] and _md5(path) != own[1]:
+        return f"MNIST's size ({own[0]:,} bytes) with MD5 {_md5(path)} where the official file's is {own[1]}"
+    return None
+
+
 def damaged_files(name: str, root: str | Path) -> list[tuple[Path, str]]:
     """Files of a torchvision dataset under ``root`` that are there but not what they claim, and
     why: an MNIST-family IDX file whose header is not MNIST's (type byte, dimensions) or whose size
@@ -197,10 +211,8 @@ def damaged_files(name: str, root: str | Path) -> list[tuple[Path, str]]:
             if not path.exists():
                 continue
             problem, dims = _idx_problem(path)
-            if problem is None and name == "mnist" and path.name in MNIST_OFFICIAL:
-                size, md5 = MNIST_OFFICIAL[path.name]
-                if path.stat().st_size == size and _md5(path) != md5:
-                    problem = f"MNIST's size ({size:,} bytes) with MD5 {_md5(path)} where the official file's is {md5}"
+            if problem is None and name == "mnist":
+                problem = _mnist_identity(path)
             if problem:
                 found.append((path, problem))
             elif dims:
