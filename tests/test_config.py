@@ -238,3 +238,16 @@ def test_the_time_floor_is_one_pass_per_unit_through_the_widest_net():
     assert bounds.counts({"n_nets": 3, "n_classes": 10, "convergence_pieces": [300, 1000], "recipe": {"epochs": 9},
                           "reps": 2, "width": 7}) == {"n_nets": 3, "convergence_pieces": 1000, "recipe.epochs": 9,
                                                        "reps": 2}
+
+
+def test_more_lines_than_test_images_can_pair_is_refused_naming_the_key(tmp_path):
+    """X-F1's lines join pairs of test images: 225 lines at the quick scale (448 images) ended in
+    torch's "size of tensor a (224) must match ... (225)", naming nothing."""
+    from reluinit.experiments import x
+
+    s = settings({**CONFIG, "data_dir": str(tmp_path)}, "X-F1", "quick")
+    s["n_lines"] = 10**6
+    with pytest.raises(ValueError, match=r"^X-F1: n_lines = 1000000 joins 2000000 test images, and this test set has "
+                                         r"[\d,]+: lower n_lines under experiments.X-F1.quick") as err:
+        x.f1_measure(s, next(iter(x.f1_parts(s))), device="cpu")
+    assert err.value.ends_in_fix  # the run's last words (jobs.TODO_PREFIX)

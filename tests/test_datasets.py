@@ -296,3 +296,10 @@ def test_official_mnist_files_under_each_others_names_are_refused(tmp_path, monk
         (raw / "swap").rename(test)
     said = _refused(tmp_path)
     assert "is damaged (it is MNIST's official t10k-" in said and "under another name: put each file under its own name" in said, said
+
+
+def test_a_dataset_a_job_cannot_read_is_the_runs_last_words():
+    """A job that finds its dataset damaged after the fetch (a file swapped since) ended with only
+    Snakemake's "At least one job did not complete successfully": the error ends in its fix, and a
+    job's log marks such an error as what to do, which the run repeats last (jobs.TODO_PREFIX)."""
+    assert datasets.DatasetUnavailable("x").ends_in_fix

@@ -101,6 +101,7 @@ DOWNLOAD_TIMEOUT_S = 60
 class DatasetUnavailable(RuntimeError):
     """A dataset could be neither found on disk nor downloaded; the message's last line says what
     to do."""
+    ends_in_fix = True  # a job's log repeats it as what to do: the run's last words (reluinit.pipeline.jobs)
 
 
 # Per-channel (mean, std) of [0, 1] pixels with which the RP authors' code normalises CIFAR (fixed

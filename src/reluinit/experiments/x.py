@@ -26,6 +26,12 @@ def f1_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFra
     """Exact regions and transitions along lines between pairs of test images, for every depth."""
     p = f1_parts(s)[key]
     data = datasets.load(s["dataset"], s["data_dir"], train=False, scale=s["scale"])
+    if 2 * s["n_lines"] > len(data.x):  # each line joins two test images, never one twice
+        error = ValueError(f"X-F1: n_lines = {s['n_lines']} joins {2 * s['n_lines']} test images, and this test set "
+                           f"has {len(data.x):,}: lower n_lines under experiments.X-F1.{s['scale']} in the config "
+                           f"(at most {len(data.x) // 2})")
+        error.ends_in_fix = True
+        raise error
     x = data.x[: 2 * s["n_lines"]].flatten(1).double()
     x0, x1 = x[0::2], x[1::2]
     frames = []
