@@ -339,6 +339,20 @@ def test_a_net_with_a_non_finite_weight_is_refused_with_its_layer(value, what):
             call()
 
 
+def test_a_net_whose_layers_differ_in_precision_is_measured_in_float64():
+    """One layer in half precision among float64 ones ended in torch's "mat1 and mat2 must have the
+    same dtype": every layer is read as float64, as a net all in one low precision is."""
+    model = _small_net()
+    twin = _small_net()
+    twin[2].half()
+    with torch.no_grad():
+        model[2].weight.copy_(twin[2].weight.double())
+        model[2].bias.copy_(twin[2].bias.double())
+    x0, x1 = torch.zeros(4), torch.ones(4)
+    assert regions_on_line(twin, x0, x1).breakpoints.tolist() == regions_on_line(model, x0, x1).breakpoints.tolist()
+    assert np.allclose(trajectory_stats(twin, x0, x1)["length"], trajectory_stats(model, x0, x1)["length"], rtol=1e-12)
+
+
 def test_finite_weights_whose_products_overflow_are_refused_not_counted():
     """Weights of 1e80 a layer are finite, but their products reach inf by layer 4: the plane's
     partition used to count 29 regions and the path's lengths came back inf and NaN."""

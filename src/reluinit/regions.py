@@ -481,7 +481,8 @@ def exact_net(model, what: str) -> MLP:
     net = as_mlp(model)
     piecewise_linear(net, what)
     check_finite(net, what)
-    return net if net.weights[0].dtype == torch.float64 else net.astype(torch.float64)
+    tensors = [t for t in net.weights + net.biases if t is not None]
+    return net if all(t.dtype == torch.float64 for t in tensors) else net.astype(torch.float64)  # mixed too
 
 
 def regions_on_line(model, x0, x1, t_min: float = -math.inf, t_max: float = math.inf, rtol: float = 1e-11):

@@ -329,7 +329,7 @@ def trajectory_stats(model, x0, x1, path: str = "line", n_pieces: int = 10_000) 
 
     net = as_mlp(model)
     check_finite(net, "trajectory_stats")
-    if net.weights[0].dtype != torch.float64:
+    if any(t is not None and t.dtype != torch.float64 for t in net.weights + net.biases):  # mixed too
         net = net.astype(torch.float64)
     dtype, device = net.weights[0].dtype, net.weights[0].device
     d = net.widths[0]
