@@ -222,6 +222,7 @@ def _documented():
     """The commands of the SLURM section, in the README and on the cluster page (the same two)."""
     def block(text):
         found = re.search(r"## On a SLURM cluster\n\n```bash\n(.*?)```", text, re.S).group(1)
+        found = re.sub(r"\\\n\s*", "", found)  # a command broken over lines with \ is one command
         return [line.split(" #", 1)[0].strip() for line in found.splitlines() if line.strip()]
 
     readme, page = block((ROOT / "README.md").read_text()), block((ROOT / "docs" / "cluster.md").read_text())
