@@ -189,6 +189,10 @@ def machine_mb():
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
 
 
-_TOO_LARGE = bounds.refused(config, SCALE, machine_mb()) if workflow.is_main_process else []
+# Commands that build no DAG (listing rules, linting, unlocking) skip the probe of the jobs a count
+# makes: it imports an experiment's code (torch) the first time, a second of every such command.
+NO_DAG = {"--list-target-rules", "--list-rules", "-l", "--lint", "--unlock", "--cleanup-metadata"}
+_TOO_LARGE = (bounds.refused(config, SCALE, machine_mb(), probe=not NO_DAG & set(sys.argv[1:]))
+              if workflow.is_main_process else [])
 if _TOO_LARGE:
     stop(_TOO_LARGE[0])  # a width, or a count of nets, draws or steps, that no job (or plan) could hold

@@ -15,8 +15,7 @@ workflow plans a job, each refusal naming the key to lower:
   least one pass of one point through the net its widths describe (depth x width^2 multiply-adds)
   or, for a draw, one coordinate per ``k``; the counts done for each net (``PER_NET``) are done
   ``n_nets`` times; a job cannot do more than ``RATE`` of those a second.
-  More than its declared runtime at that rate is refused. A training run passes each step's batch
-  through its first layer at least. A floor, never a forecast.
+  More than its declared runtime at that rate is refused. A floor, never a forecast.
 - **memory**: the draws of a job are held at once (``sampling.subvector_norms``: one row of the
   largest ``k`` per draw, in float64); more than the memory its jobs declare is refused.
 
@@ -170,10 +169,11 @@ def unit_cost(s: dict, key: str) -> float:
     return float(max(depths or [1])) * max(widths or [1]) ** 2 if widths else 1.0
 
 
-def refused(config: dict, scale: str, machine_mb: int | None = None) -> list[str]:
+def refused(config: dict, scale: str, machine_mb: int | None = None, probe: bool = True) -> list[str]:
     """One sentence per experiment whose widths (``oversized``) or counts at ``scale`` make too many
     jobs, or jobs longer or larger than they declare (or than ``machine_mb``), naming the key and
-    the command that fixes it."""
+    the command that fixes it. ``probe=False`` (a command that plans no job: ``--list-rules``)
+    leaves out the jobs a count makes, whose probe imports an experiment's code the first time."""
     from .plan import MEASURE, TRAIN, hours
 
     lines = oversized(config, scale, machine_mb)
@@ -188,19 +188,10 @@ def refused(config: dict, scale: str, machine_mb: int | None = None) -> list[str
                                  "in the config")
     if len(lines) > widths:
         return lines  # planning with such a count could itself not end
-    for spec in config.get("training") or {}:
-        from .config import training_settings
-
-        floor_h = _training_floor_h(training_settings(config, spec, scale), per_job_runs=True)
-        if floor_h > hours(TRAIN["runtime"]):
-            lines.append(f"training.{spec} at the {scale} scale: its runs need at least {_span(floor_h)} in one job "
-                         f"(every step's batch through the first layer at {RATE:.0e} operations a second), more than "
-                         f"the {_span(hours(TRAIN['runtime']))} its jobs declare: lower runs under training.{spec}.{scale}, "
-                         "or its recipe's epochs, in the config")
     for exp in config["experiments"]:
         s = settings(config, exp, scale)
         where = f"experiments.{exp}.{scale}"
-        makes = job_counts(exp, s)
+        makes = job_counts(exp, s) if probe else {}
         for key, (jobs, runs) in makes.items():
             if jobs > MAX_PARTS or runs > MAX_RUNS:
                 many = f"{jobs:,.0f} jobs" if jobs > MAX_PARTS else f"{runs:,.0f} training runs"
@@ -210,11 +201,6 @@ def refused(config: dict, scale: str, machine_mb: int | None = None) -> list[str
         trains = catalogue.entry(exp).trains
         runtime = s.get("resources", {}).get("runtime", TRAIN["runtime"]) if trains else MEASURE["runtime"]
         declared_h = max(hours(v) for v in runtime.values()) if isinstance(runtime, dict) else hours(runtime)
-        run_h = _training_floor_h(s) if trains else 0.0
-        if run_h > declared_h:
-            lines.append(f"{exp} at the {scale} scale: one run needs at least {_span(run_h)} (every step's batch "
-                         f"through the first layer at {RATE:.0e} operations a second), more than the {_span(declared_h)} "
-                         f"a run declares: lower its recipe's epochs or iterations in the config")
         inside = {k: v for k, v in counts(s).items() if k not in makes}  # those spread over jobs: bounded above
         nets = inside.get("n_nets", 1)
         for key, value in inside.items():
@@ -235,23 +221,6 @@ def refused(config: dict, scale: str, machine_mb: int | None = None) -> list[str
                              f"float64), more than the {declared_mb / 1024:,.1f} GB its jobs declare: lower n_draws "
                              f"under {where} in the config")
     return lines
-
-
-def _training_floor_h(s: dict, per_job_runs: bool = False) -> float:
-    """Hours one run of settings ``s`` (its ``recipe`` and ``dataset``; with ``per_job_runs``, all
-    ``runs`` of a training spec's job) needs at least: every optimizer step passes its batch through
-    the first layer, one multiply per input value. 0 where the recipe or dataset is not known, and at
-    the quick scale, whose stand-in data are smaller than the steps ``plan.run_steps`` counts."""
-    from ..datasets import SHAPES
-    from .plan import run_steps
-
-    recipe, dataset = s.get("recipe"), s.get("dataset")
-    if not isinstance(recipe, dict) or dataset not in SHAPES or s.get("scale") == "quick":
-        return 0.0
-    steps = run_steps(recipe, dataset)["steps"]
-    inputs = math.prod(SHAPES[dataset][0])
-    runs = s.get("runs", 1) if per_job_runs else 1
-    return runs * steps * recipe.get("batch_size", 1) * inputs / RATE / 3600
 
 
 def _span(h: float) -> str:
