@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 
 from . import catalogue
-from .config import settings
+from .config import _at_scale, settings
 
 # Jobs and training runs one experiment may make at one scale: the papers' largest makes 378 of
 # each (RP-T2), and planning holds each job's description in memory.
@@ -57,19 +57,34 @@ def _numbers(value) -> list[float]:
     return [x for v in value for x in _numbers(v)] if isinstance(value, list) else []
 
 
-def memory_floor(s: dict) -> tuple[int, str] | None:
-    """(bytes, what) that a job of settings ``s`` needs at least: the widest fully connected net its
-    sizes describe (``width*`` keys, ``depth``/``depths``, ``input_dim``, 784 for MNIST), its weights
-    and one set of activations per layer for its largest batch (``n_samples``, ``n_pieces``,
-    ``n_points``) in float64. A floor, not a forecast: a job may need several times more, never less;
-    None for settings without a width (the named models of RP's tables)."""
+def widest(s: dict) -> tuple[int, int] | None:
+    """(width, depth) of the widest fully connected net the sizes of settings ``s`` describe
+    (``width*`` keys, ``depth``/``depths``), or None for settings without a width (the named models
+    of RP's tables)."""
     widths = [w for k, v in s.items() if k.startswith("width") and k != "width_variations" for w in _numbers(v)]
     if "width_center" in s:
         widths.append(s["width_center"] + max(_numbers(s.get("width_variations", 0)) or [0]))
     if not widths:
         return None
-    width = int(max(widths))
-    depth = int(max(_numbers(s.get("depth")) + _numbers(s.get("depths")) + [1]))
+    return int(max(widths)), int(max(_numbers(s.get("depth")) + _numbers(s.get("depths")) + [1]))
+
+
+def declared_mb(exp: str, s: dict) -> int:
+    """The memory a job of ``exp`` declares: its ``resources`` when it trains, rule ``measure``'s else."""
+    from .plan import MEASURE, TRAIN
+
+    return s.get("resources", {}).get("mem_mb", TRAIN["mem_mb"]) if catalogue.entry(exp).trains else MEASURE["mem_mb"]
+
+
+def memory_floor(s: dict) -> tuple[int, str] | None:
+    """(bytes, what) that a job of settings ``s`` needs at least: the widest fully connected net its
+    sizes describe (``widest``; ``input_dim``, 784 for MNIST), its weights and one set of activations
+    per layer for its largest batch (``n_samples``, ``n_pieces``, ``n_points``) in float64. A floor,
+    not a forecast: a job may need several times more, never less; None for settings without a width."""
+    net = widest(s)
+    if net is None:
+        return None
+    width, depth = net
     inputs = int(s.get("input_dim") or (784 if s.get("dataset") == "mnist" else width))
     batch = int(max([1] + [s[k] for k in ("n_samples", "n_pieces", "n_points") if isinstance(s.get(k), int)]))
     need = 8 * (depth * width**2 + inputs * width + batch * width * (depth + 1))
@@ -81,8 +96,6 @@ def oversized(config: dict, scale: str, machine_mb: int | None = None) -> list[s
     its jobs declare (``mem_mb``), or than ``machine_mb`` (this machine's, when jobs run here), naming
     the settings to lower: a job that would die in a torch allocation (or be killed) is refused
     before any job starts."""
-    from .plan import MEASURE, TRAIN
-
     lines = []
     for exp in config["experiments"]:
         s = settings(config, exp, scale)
@@ -90,8 +103,7 @@ def oversized(config: dict, scale: str, machine_mb: int | None = None) -> list[s
         if floor is None:
             continue
         need, sizes = floor
-        declared = (s.get("resources", {}).get("mem_mb", TRAIN["mem_mb"]) if catalogue.entry(exp).trains
-                    else MEASURE["mem_mb"])
+        declared = declared_mb(exp, s)
         limit, whose = min((declared, "its jobs declare (mem_mb)"), (machine_mb or declared, "this machine has"))
         if need > limit * 2**20:
             batch = [k for k in ("n_samples", "n_pieces", "n_points") if isinstance(s.get(k), int)]
@@ -160,13 +172,11 @@ def job_counts(exp: str, s: dict) -> dict[str, tuple[float, float]]:
 
 def unit_cost(s: dict, key: str) -> float:
     """Work (multiply-adds or drawn coordinates) one unit of count ``key`` costs at least: one pass
-    of one point through the widest net of ``s`` (``memory_floor``'s sizes), or 1 without widths."""
+    of one point through the widest net of ``s`` (``widest``), or 1 without widths."""
     if key == "n_draws":
         return float(max(s.get("ks") or [1]))
-    widths = [w for k, v in s.items() if k.startswith("width") and k != "width_variations"
-              for w in (v if isinstance(v, list) else [v]) if isinstance(w, int) and not isinstance(w, bool)]
-    depths = [d for d in [s.get("depth"), *(s.get("depths") or [])] if isinstance(d, int)]
-    return float(max(depths or [1])) * max(widths or [1]) ** 2 if widths else 1.0
+    net = widest(s)
+    return float(net[1]) * net[0] ** 2 if net else 1.0
 
 
 def refused(config: dict, scale: str, machine_mb: int | None = None, probe: bool = True) -> list[str]:
@@ -180,7 +190,7 @@ def refused(config: dict, scale: str, machine_mb: int | None = None, probe: bool
     widths = len(lines)
     for block in ("experiments", "training", "recipes"):  # every count where it is set, the cap first
         for name, levels in (config.get(block) or {}).items():
-            s = {**levels.get("paper", {}), **(levels.get(scale) or {} if scale != "paper" else {})}
+            s = _at_scale(levels, scale)
             for key, value in counts({k: v for k, v in s.items() if k != "recipe"}).items():
                 if value > MAX_COUNT:
                     lines.append(f"{block}.{name}.{scale}: {key} = {value:,} is more than the {MAX_COUNT:,} any count "
@@ -191,17 +201,18 @@ def refused(config: dict, scale: str, machine_mb: int | None = None, probe: bool
     for exp in config["experiments"]:
         s = settings(config, exp, scale)
         where = f"experiments.{exp}.{scale}"
+        found = counts(s)
         makes = job_counts(exp, s) if probe else {}
         for key, (jobs, runs) in makes.items():
             if jobs > MAX_PARTS or runs > MAX_RUNS:
                 many = f"{jobs:,.0f} jobs" if jobs > MAX_PARTS else f"{runs:,.0f} training runs"
                 limit = f"{MAX_PARTS:,} jobs" if jobs > MAX_PARTS else f"{MAX_RUNS:,} runs"
-                lines.append(f"{exp} at the {scale} scale: {key} = {counts(s)[key]:,} makes about {many}, more than "
+                lines.append(f"{exp} at the {scale} scale: {key} = {found[key]:,} makes about {many}, more than "
                              f"the {limit} a workflow plans for one experiment: lower {key} under {where} in the config")
         trains = catalogue.entry(exp).trains
         runtime = s.get("resources", {}).get("runtime", TRAIN["runtime"]) if trains else MEASURE["runtime"]
         declared_h = max(hours(v) for v in runtime.values()) if isinstance(runtime, dict) else hours(runtime)
-        inside = {k: v for k, v in counts(s).items() if k not in makes}  # those spread over jobs: bounded above
+        inside = {k: v for k, v in found.items() if k not in makes}  # those spread over jobs: bounded above
         nets = inside.get("n_nets", 1)
         for key, value in inside.items():
             units = value * (nets if key in PER_NET else 1)
@@ -213,12 +224,12 @@ def refused(config: dict, scale: str, machine_mb: int | None = None, probe: bool
                              f"job (at {RATE:.0e} operations a second), more than the {_span(declared_h)} its jobs "
                              f"declare: lower {lower} under {where} in the config")
         if "n_draws" in s:
-            declared_mb = s.get("resources", {}).get("mem_mb", TRAIN["mem_mb"]) if trains else MEASURE["mem_mb"]
+            declared = declared_mb(exp, s)
             need = 8 * s["n_draws"] * unit_cost(s, "n_draws")
-            if need > declared_mb * 2**20:
+            if need > declared * 2**20:
                 lines.append(f"{exp} at the {scale} scale: n_draws = {s['n_draws']:,} holds at least "
                              f"{need / 2**30:,.1f} GB (each draw a row of {unit_cost(s, 'n_draws'):,.0f} values in "
-                             f"float64), more than the {declared_mb / 1024:,.1f} GB its jobs declare: lower n_draws "
+                             f"float64), more than the {declared / 1024:,.1f} GB its jobs declare: lower n_draws "
                              f"under {where} in the config")
     return lines
 
