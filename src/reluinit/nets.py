@@ -260,6 +260,14 @@ def check_finite(net: MLP, what: str) -> None:
                 raise ValueError(f"{what}: layer {i}'s {kind} hold NaN or inf; give the net finite {kind}")
 
 
+def in_float64(net: MLP) -> MLP:
+    """``net`` if every weight and bias is float64, else a float64 copy (a net in half precision, or
+    one whose layers differ in precision, measured exactly)."""
+    if all(t is None or t.dtype == torch.float64 for t in net.weights + net.biases):
+        return net
+    return net.astype(torch.float64)
+
+
 def as_mlp(model: nn.Module) -> MLP:
     """A plain PyTorch model as the library's ``MLP``, sharing its weights (nothing copied), so
     that every measurement of the library reads it: ``nn.Sequential`` (nested too) of ``Linear``

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from . import planecut
-from .nets import MLP, as_mlp, check_finite
+from .nets import MLP, as_mlp, check_finite, in_float64
 
 # Pre-activation values where each activation's slope changes.
 KINKS = {"relu": (0.0,), "leaky_relu": (0.0,), "hardtanh": (-1.0, 1.0), "linear": ()}
@@ -481,8 +481,7 @@ def exact_net(model, what: str) -> MLP:
     net = as_mlp(model)
     piecewise_linear(net, what)
     check_finite(net, what)
-    tensors = [t for t in net.weights + net.biases if t is not None]
-    return net if all(t.dtype == torch.float64 for t in tensors) else net.astype(torch.float64)  # mixed too
+    return in_float64(net)
 
 
 def regions_on_line(model, x0, x1, t_min: float = -math.inf, t_max: float = math.inf, rtol: float = 1e-11):

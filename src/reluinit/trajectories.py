@@ -325,12 +325,11 @@ def trajectory_stats(model, x0, x1, path: str = "line", n_pieces: int = 10_000) 
         >>> list(stats.columns[:5])  # doctest: +SKIP
         ['layer', 'length', 'length_pre', 'growth', 'transitions']
     """
-    from .nets import as_mlp, check_finite
+    from .nets import as_mlp, check_finite, in_float64
 
     net = as_mlp(model)
     check_finite(net, "trajectory_stats")
-    if any(t is not None and t.dtype != torch.float64 for t in net.weights + net.biases):  # mixed too
-        net = net.astype(torch.float64)
+    net = in_float64(net)
     dtype, device = net.weights[0].dtype, net.weights[0].device
     d = net.widths[0]
     ends = []
