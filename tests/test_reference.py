@@ -155,6 +155,27 @@ def test_an_experiment_finished_across_sessions_counts_every_session_s_jobs(tmp_
     assert parts.loc["gaussian", "commit"] == "earlier"
 
 
+def test_a_job_resumed_from_checkpoints_counts_the_epochs_trained_before_it(tmp_path):
+    """A harvest killed mid-part resumes it from its checkpoints: the benchmark times the last
+    epochs only, the rows time every epoch (each run's share of its stack's epoch)."""
+    results, out = tmp_path / "results" / "paper", tmp_path / "reference" / "paper"
+    epochs = pd.DataFrame([{"run": f"r{r}", "epoch": e, "seconds": 50.0, "test_acc": 0.5, "line": line}
+                           for r in range(3) for e in range(1, 5) for line in range(2)])  # 2 rows a run-epoch
+    _job(results, "TG-F3a", "gaussian", epochs, 250.0)  # 3 runs x 4 epochs x 50 s trained, 250 s on the clock
+    _job(results, "TG-F3a", "uniform", epochs, 900.0)  # a wall time above the rows' (loading, pruning) stands
+    _job(results, "TG-F3a", "laplace", ROWS, 12.5)  # rows without epochs: the benchmark alone
+    runs = reference.export(results, out, ["TG-F3a"]).set_index("experiment")
+    parts = pd.read_csv(out / "parts.csv").set_index("part")
+    assert parts["job_seconds"].to_dict() == {"gaussian": 600.0, "uniform": 900.0, "laplace": 12.5}
+    assert runs.loc["TG-F3a", "job_seconds"] == 1512.5
+    ROWS.to_csv(paths.table(str(results), "TG-F3a"), index=False)  # finished: its seconds count them too
+    png = Path(paths.figures(str(results), "TG-F3a")[1])
+    png.parent.mkdir(parents=True)
+    png.write_bytes(b"png")
+    runs = reference.export(results, out, ["TG-F3a"]).set_index("experiment")
+    assert (runs.loc["TG-F3a", "status"], runs.loc["TG-F3a", "job_seconds"]) == ("done", 1512.5)
+
+
 def test_parts_csv_carries_todays_fingerprints():
     """A part whose recorded code or settings fingerprint is not today's is left out by ``restore``
     and its job reruns: after a change that moves code without changing a number (the oracle says

@@ -99,13 +99,27 @@ def _job_seconds(results: Path, exp: str) -> tuple[int, float, set[str]]:
     """Jobs and summed wall seconds of an experiment's measurement, training and figure jobs
     (Snakemake's benchmark files), and the parts among them that ran in this results tree."""
     parts = list((results / "benchmarks" / paper_of(exp) / exp).glob("*.tsv"))
-    files = parts + [f for f in [results / "benchmarks" / "figures" / f"{exp}.tsv"] if f.exists()]
-    return len(files), sum(_seconds(f) for f in files), {f.stem for f in parts}
+    figure = [f for f in [results / "benchmarks" / "figures" / f"{exp}.tsv"] if f.exists()]
+    seconds = sum(_part_seconds(results, exp, f.stem) for f in parts) + sum(_seconds(f) for f in figure)
+    return len(parts) + len(figure), seconds, {f.stem for f in parts}
 
 
 def _seconds(benchmark: Path) -> float:
     """A job's wall seconds, from its Snakemake benchmark file."""
     return float(pd.read_csv(benchmark, sep="\t")["s"].iloc[0])
+
+
+def _part_seconds(results: Path, exp: str, part: str) -> float:
+    """A part's job seconds: its benchmark's wall time or, where more, the training seconds its rows
+    carry (one per run and epoch). A job resumed from the checkpoints of a run that a session's end
+    killed trained its first epochs before the benchmark's clock started; its rows still time them."""
+    wall = _seconds(Path(paths.benchmark(str(results), f"{paper_of(exp)}/{exp}/{part}")))
+    rows = Path(paths.part(str(results), exp, part))
+    wanted = ("run", "epoch", "seconds")
+    table = pd.read_csv(rows, usecols=lambda c: c in wanted) if rows.exists() else pd.DataFrame()
+    if not set(wanted) <= set(table.columns):
+        return wall
+    return max(wall, float(table.drop_duplicates(["run", "epoch"])["seconds"].sum()))
 
 
 def _data(table: pd.DataFrame) -> str:
@@ -199,7 +213,7 @@ def _part_row(results: Path, exp: str, part: str, carried: pd.DataFrame, made_by
     held = Path(paths.part(str(results), exp, part))
     held = digests(held.read_bytes()) if held.exists() else {}
     if bench.exists():
-        return {"experiment": exp, "part": part, "job_seconds": round(_seconds(bench), 1), **made_by,
+        return {"experiment": exp, "part": part, "job_seconds": round(_part_seconds(results, exp, part), 1), **made_by,
                 **_harvested(results, exp, part), **held}
     if part in carried.index:
         return carried.loc[part].to_dict() | {"experiment": exp, "part": part, **held}
