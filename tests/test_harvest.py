@@ -171,6 +171,39 @@ def test_a_harvest_killed_between_parts_has_recorded_the_parts_it_finished(tmp_p
     assert finished.commit.notna().all() and finished.machine.notna().all()
 
 
+def test_harvests_sharing_an_out_never_run_the_same_part(tmp_path, monkeypatch):
+    """One harvest per core on one tree: a part another harvest holds is passed over, and so is one
+    another harvest finished after this one listed its parts; the holder's end frees the part."""
+    results, only = tmp_path / "out" / "quick", ["EP-F6", "TG-F6", "RP-F3"]  # one part each, in this order
+    held, other = ("EP-F6", "rep0"), ("RP-F3", "group0")
+    done = []
+
+    def finish(exp, part):
+        Path(paths.part(str(results), exp, part)).parent.mkdir(parents=True, exist_ok=True)
+        Path(paths.part(str(results), exp, part)).write_text("rows")
+
+    def run_part(config, scale, results, exp, part, *args):
+        done.append((exp, part))
+        finish(exp, part)
+        if len(done) == 1:
+            finish(*other)  # meanwhile the other harvest finishes a later part
+
+    monkeypatch.setattr(harvest, "run_part", run_part)
+    monkeypatch.setattr(harvest, "part_masks", lambda *a: [])
+    run = dict(budget_s=600, data_dir=tmp_path / "data", out=tmp_path / "out", device="cpu", tiny=True,
+               reference=tmp_path / "none", threads=1, only=only)
+    with harvest.part_lock(results, *held) as mine:
+        assert mine
+        with harvest.part_lock(results, *held) as again:
+            assert not again  # a second holder is refused, even in one process
+        made = harvest.harvest(**run)
+    assert done == [("TG-F6", "group0")], done
+    assert list(made.loc[made.status == "finished", "experiment"]) == ["TG-F6"], made
+    done.clear()
+    harvest.harvest(**run)  # the holder has ended: its part is free, and nothing else is left
+    assert done == [held]
+
+
 def test_restore_keeps_a_part_the_tree_holds_and_says_whether_it_is_the_references(exported, tmp_path):
     """A results tree's own file is never overwritten; restore says, per part already there, that it
     is the reference's, or that it differs and what would take the reference's instead."""

@@ -12,7 +12,8 @@ rows and checkpoints). A part still running when the budget ends stops there, mi
 ``--out`` resumes it, and so does one on another machine once ``reference export`` has kept its
 checkpoints (up to 10 MB a part) and ``reference restore`` has brought them into its ``--out``. ``--out`` becomes a results tree of the scale (``<out>/paper``, the layout of
 ``results/paper``) with each finished part, its benchmark file (seconds), log, ``harvest.csv``
-(part, status, seconds, device, commit) and ``harvest-report.md``. Into the reference:
+(part, status, seconds, device, commit) and ``harvest-report.md``. Harvests may share one ``--out``
+(one per core): each runs the next part no other holds (``part_lock``). Into the reference:
 
     python -m reluinit.report.reference export --results harvest/paper --experiments TG-F6
 
@@ -220,23 +221,54 @@ def harvest(budget_s: float, data_dir: str | Path, out: str | Path, device: str 
         if time.monotonic() >= deadline:
             record(experiment=exp, part=part, status="not started", seconds=0.0, note="the budget ran out first")
             continue
-        t0 = time.monotonic()
-        try:
-            with stopped_at(deadline), training.deadline(deadline):
-                masks = part_masks(config, scale, results, exp, part, device, threads)  # its own benchmark files
-                t0 = time.monotonic()
-                run_part(config, scale, results, exp, part, device, threads, masks)
-            status, note = "finished", ""
-            seconds = time.monotonic() - t0
-            _benchmark(results, f"{catalogue.paper_of(exp)}/{exp}/{part}", seconds)
-        except (training.OutOfTime, BudgetEnded) as e:
-            status, note, seconds = "unfinished", f"{e}; rerun the harvest with the same --out to resume it", \
-                time.monotonic() - t0
+        with part_lock(results, exp, part) as mine:
+            if not mine or Path(paths.part(str(results), exp, part)).exists():
+                log.info("harvest: %s %s %s; the next part", exp, part,
+                         "is being run by another harvest of this --out" if not mine else "was finished by another")
+                continue
+            t0 = time.monotonic()
+            try:
+                with stopped_at(deadline), training.deadline(deadline):
+                    masks = part_masks(config, scale, results, exp, part, device, threads)  # own benchmark files
+                    t0 = time.monotonic()
+                    run_part(config, scale, results, exp, part, device, threads, masks)
+                status, note = "finished", ""
+                seconds = time.monotonic() - t0
+                _benchmark(results, f"{catalogue.paper_of(exp)}/{exp}/{part}", seconds)
+            except (training.OutOfTime, BudgetEnded) as e:
+                status, note, seconds = "unfinished", f"{e}; rerun the harvest with the same --out to resume it", \
+                    time.monotonic() - t0
         log.info("harvest: %s %s %s in %.1f s", exp, part, status, seconds)
         record(experiment=exp, part=part, status=status, seconds=round(seconds, 2), note=note)
     table = pd.DataFrame(rows, columns=COLUMNS)
     (results / "harvest-report.md").write_text(report(table, scale, budget_s, time.monotonic() - started, results))
     return table
+
+
+@contextlib.contextmanager
+def part_lock(results: Path, exp: str, part: str) -> Iterator[bool]:
+    """Whether this process holds ``part`` for as long as the block runs: an exclusive ``flock`` on a
+    file beside the tree's parts, so that harvests sharing one ``--out`` (one per core) never run the
+    same part, each taking the next free one. The system drops the lock when its holder ends, however
+    it ends, so a killed harvest leaves nothing to clean up. Where ``fcntl`` is missing (Windows),
+    every part is taken: run one harvest per ``--out`` there."""
+    try:
+        import fcntl
+    except ImportError:
+        yield True
+        return
+    path = results / "harvest-locks" / exp / f"{part}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 class BudgetEnded(BaseException):
