@@ -143,13 +143,16 @@ def test_an_experiment_finished_across_sessions_counts_every_session_s_jobs(tmp_
 
     reference.restore(out, second)
     _job(second, "TG-F3a", "uniform", ROWS, 7.5)
+    pd.DataFrame([{"experiment": "TG-F3a", "part": "uniform", "status": "finished", "commit": "harvested",
+                   "machine": "a GPU"}]).to_csv(second / "harvest.csv", index=False)  # a harvest's part
     ROWS.to_csv(paths.table(str(second), "TG-F3a"), index=False)
     png = Path(paths.figures(str(second), "TG-F3a")[1])
     png.parent.mkdir(parents=True)
     png.write_bytes(b"png")
     runs = reference.export(second, out, ["TG-F3a"]).set_index("experiment")
     assert (runs.loc["TG-F3a", "status"], runs.loc["TG-F3a", "jobs"], runs.loc["TG-F3a", "job_seconds"]) == ("done", 2, 20.0)
-    assert "earlier" in runs.loc["TG-F3a", "commit"].split("; ")
+    assert {"earlier", "harvested", reference._commit()} == set(runs.loc["TG-F3a", "commit"].split("; "))
+    assert "a GPU" in runs.loc["TG-F3a", "machine"].split("; ")
     parts = pd.read_csv(out / "parts.csv").set_index("part")
     assert parts["job_seconds"].to_dict() == {"gaussian": 12.5, "uniform": 7.5}
     assert parts.loc["gaussian", "commit"] == "earlier"

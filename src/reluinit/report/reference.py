@@ -329,14 +329,17 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(f, target)
         jobs, seconds, ran = _job_seconds(results, exp)
-        commits, machines = [here["commit"]], [here["machine"]]
+        ran_rows = [_part_row(results, exp, p, carried, made_by(exp)) for p in sorted(ran)]
+        # this checkout made the table and figure; each part says what made it (a harvest's commit)
+        commits = [here["commit"]] + [r.get("commit") for r in ran_rows]
+        machines = [here["machine"]] + [r.get("machine") for r in ran_rows]
         if len(carried):  # finished across sessions: the earlier sessions' jobs count too
             earlier = carried[~carried.index.isin(ran)]
             jobs, seconds = jobs + len(earlier), seconds + earlier["job_seconds"].sum()
             commits += list(earlier["commit"])
             machines += list(earlier["machine"])
             part_rows += [r | {"part": p} for p, r in earlier.to_dict("index").items()]
-            part_rows += [_part_row(results, exp, p, carried, made_by(exp)) for p in sorted(ran)]
+            part_rows += ran_rows
         table = pd.read_csv(src)
         rows.append({"experiment": exp, "status": "done", "rows": len(table), "file": str(dest.relative_to(out)),
                      "jobs": jobs, "job_seconds": round(seconds, 1), "commit": _joined(commits),
