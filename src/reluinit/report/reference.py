@@ -95,13 +95,9 @@ def _copy_table(src: Path, dest_csv: Path) -> Path:
     return dest
 
 
-def _job_seconds(results: Path, exp: str) -> tuple[int, float, set[str]]:
-    """Jobs and summed wall seconds of an experiment's measurement, training and figure jobs
-    (Snakemake's benchmark files), and the parts among them that ran in this results tree."""
-    parts = list((results / "benchmarks" / paper_of(exp) / exp).glob("*.tsv"))
-    figure = [f for f in [results / "benchmarks" / "figures" / f"{exp}.tsv"] if f.exists()]
-    seconds = sum(_part_seconds(results, exp, f.stem) for f in parts) + sum(_seconds(f) for f in figure)
-    return len(parts) + len(figure), seconds, {f.stem for f in parts}
+def _ran_parts(results: Path, exp: str) -> list[str]:
+    """The parts of ``exp`` that ran in this results tree: those with a Snakemake benchmark file."""
+    return sorted(f.stem for f in (results / "benchmarks" / paper_of(exp) / exp).glob("*.tsv"))
 
 
 def _seconds(benchmark: Path) -> float:
@@ -328,8 +324,11 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
             target = out / f.relative_to(results)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(f, target)
-        jobs, seconds, ran = _job_seconds(results, exp)
-        ran_rows = [_part_row(results, exp, p, carried, made_by(exp)) for p in sorted(ran)]
+        ran_rows = [_part_row(results, exp, p, carried, made_by(exp)) for p in _ran_parts(results, exp)]
+        ran = {r["part"] for r in ran_rows}
+        figure = Path(paths.benchmark(str(results), f"figures/{exp}"))  # the job that drew table and figure
+        jobs = len(ran_rows) + figure.exists()
+        seconds = sum(r["job_seconds"] for r in ran_rows) + (_seconds(figure) if figure.exists() else 0.0)
         # this checkout made the table and figure; each part says what made it (a harvest's commit)
         commits = [here["commit"]] + [r.get("commit") for r in ran_rows]
         machines = [here["machine"]] + [r.get("machine") for r in ran_rows]
