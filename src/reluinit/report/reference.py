@@ -365,10 +365,6 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
 
 # Why an experiment of ``EXPERIMENTS`` may be absent from the reference (reference/README.md).
 ABSENT_WHY: dict[str, str] = {
-    "RP-F5": "trained job by job on both CPU cores, two harvests sharing one --out (python -m reluinit.harvest "
-             "--budget-s 60000 --data-dir data --out harvest/rp-F5 --only RP-F5 --threads 1, started twice): 36 jobs "
-             "of 9 runs, ELU and tanh (a depth-2 job about 85 s, a depth-100 one 6,135-6,152 s with the test suite "
-             "on the other core); parts.csv lists the jobs done. Claims on a region of cells wait for the whole table",
     "RP-T8": "trains nets on ImageNet, which this pipeline cannot load yet (it does not fit in device memory and "
              "there is no streaming loader): configured, not buildable (docs/troubleshooting.md)",
     "RP-T4": "not run yet: the depth-10, 50 and 100 tanh cnn, 3 set-ups x 3 seeds (27 runs of 10,000 SGD "
