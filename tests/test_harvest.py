@@ -271,6 +271,46 @@ def test_a_part_stopped_anywhere_resumes_to_the_rows_of_a_run_never_stopped(tmp_
     pd.testing.assert_frame_equal(a.drop(columns=timing), b.drop(columns=timing))
 
 
+def test_a_stop_between_two_runs_saves_waits_for_the_stacks_last(tmp_path, monkeypatch):
+    """The budget's signal lands just after the first run of a stack saves its epoch: the stop waits
+    until every run of the stack has saved that epoch, so all resume together, in the same stack
+    (a run resumed in a smaller one rounds differently: its place in the stack moves it between the
+    fused optimizer's vector and scalar paths), and end with the rows of a run never stopped."""
+    import os
+    import signal
+
+    import torch
+    import yaml
+
+    from reluinit import ensemble
+
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    config.update(data_dir=str(tmp_path / "data"), scale="quick")
+    whole, cut = (tmp_path / name / "quick" for name in ("whole", "cut"))
+    config["results"] = str(whole.parent)
+    harvest.run_part(config, "quick", whole, "TG-F6", "group0", "cpu", 1)
+    config["results"] = str(cut.parent)
+    save, signalled = ensemble._Member.save, []
+
+    def save_then_signal(member):
+        save(member)
+        if member.run.final["epoch"] == 2 and not signalled:
+            signalled.append(member.call.checkpoint.path)
+            os.kill(os.getpid(), signal.SIGALRM)  # the budget's end, as its timer sends it
+
+    monkeypatch.setattr(ensemble._Member, "save", save_then_signal)
+    with pytest.raises(harvest.BudgetEnded):
+        with harvest.stopped_at(time.monotonic() + 3600):
+            harvest.run_part(config, "quick", cut, "TG-F6", "group0", "cpu", 1)
+    saved = sorted(signalled[0].parent.glob("*.pt"))
+    assert len(saved) == 4 and {torch.load(f, weights_only=True)["history"][-1]["epoch"] for f in saved} == {2}
+    monkeypatch.setattr(ensemble._Member, "save", save)
+    harvest.run_part(config, "quick", cut, "TG-F6", "group0", "cpu", 1)
+    a, b = (pd.read_csv(paths.part(str(r), "TG-F6", "group0")) for r in (whole, cut))
+    timing = [c for c in a.columns if "seconds" in c]
+    pd.testing.assert_frame_equal(a.drop(columns=timing), b.drop(columns=timing))
+
+
 def test_a_harvest_names_mnist_damaged_rather_than_missing(tmp_path):
     """MNIST there but wrong (a label file of the other split) is said as the dataset check says it,
     with its fix, not as "not under <data_dir>"."""

@@ -312,3 +312,29 @@ def test_a_recipes_precision_sets_tf32_for_the_run_and_restores_it():
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
     with pytest.raises(ValueError, match="fp32, tf32, bf16 or auto"):
         Recipe(precision="fp16").autocast_dtype(torch.device("cpu"))
+
+
+def test_a_stop_inside_an_uninterrupted_block_waits_for_its_end():
+    """``interrupt`` (what the harvest's signal handler calls) raises at once outside the block and at
+    its end inside (nested blocks: the outermost's); an error of the block itself goes on, and the
+    stop it held does not fire in a later block."""
+    class Stop(BaseException):
+        pass
+
+    with pytest.raises(Stop):
+        training.interrupt(Stop())
+    done = []
+    with pytest.raises(Stop):
+        with training.uninterrupted():
+            with training.uninterrupted():
+                training.interrupt(Stop())
+                done.append("inner")
+            done.append("outer")
+    assert done == ["inner", "outer"]
+    with pytest.raises(OSError):
+        with training.uninterrupted():
+            training.interrupt(Stop())
+            raise OSError("disk full")
+    with training.uninterrupted():
+        done.append("later")
+    assert done[-1] == "later"

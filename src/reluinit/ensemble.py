@@ -12,8 +12,11 @@ learning-rate schedule position and its stopping rule. A run that diverges or me
 ``stop_when`` leaves the stack (the rest go on); runs resumed at different epochs train in
 separate stacks. What each run returns and checkpoints is what ``training.fit`` would write, key for
 key, so results, checkpoints and fingerprints do not change; the weights agree with training one by
-one up to float rounding (batched products round differently from single ones). Per-run rows carry
-the stack's time divided among its runs (their ``seconds`` add up to the time spent).
+one up to float rounding (batched products round differently from single ones, and a run's place
+in the stack decides which of its elements take the fused optimizer's scalar path). A stack saves
+each epoch's checkpoints all or none (``training.uninterrupted``), so a run stopped and resumed
+trains on in the stack it left, bit for bit. Per-run rows carry the stack's time divided among its
+runs (their ``seconds`` add up to the time spent).
 
 How a job uses it (``experiments.training_jobs``): its runs' code is run once with ``fit``
 deferred (``training.deferring``: each ``fit`` call is recorded, not run), the recorded calls train
@@ -51,6 +54,7 @@ from .training import (
     resume,
     run_loss,
     stopped,
+    uninterrupted,
 )
 
 log = logging.getLogger(__name__)
@@ -328,7 +332,7 @@ def _train(members: list[_Member], n_epochs: int, steps_per_epoch: int, mode: st
         loss_sum = torch.zeros(k, device=device)
         correct = torch.zeros(k, device=device, dtype=torch.long)
         finite = torch.ones(k, device=device, dtype=torch.bool)
-        seen, epoch_step = 0, step
+        seen, epoch_step, dropped = 0, step, []
         for start in range(0, len(train), recipe.batch_size):
             if epoch_step >= total_steps:
                 break
@@ -346,31 +350,37 @@ def _train(members: list[_Member], n_epochs: int, steps_per_epoch: int, mode: st
             finite &= torch.isfinite(losses)
             if epoch_step % recipe.check_every == 0 and not bool(finite.all()):
                 # the runs whose loss turned non-finite stop here, as ``fit`` stops them; the rest go on
+                dropped += [m for i, m in enumerate(stack.members) if not bool(finite[i])]
                 stack, keep, orders, loss_sum, correct, finite = _drop_diverged(
                     stack, finite, orders, loss_sum, correct, epoch, epoch_step, lr, started)
                 members, k = keep, len(keep)
                 if not members:
                     break
         step = epoch_step
+        if members:
+            stack.write_back()
+            seconds_train = (time.perf_counter() - started) / k
+            for i, m in enumerate(stack.members):
+                c = m.call
+                if not bool(finite[i]):
+                    _diverge(m, epoch, step, lr, seconds_train, mode)
+                    continue
+                evaluated = time.perf_counter()
+                test_loss, test_acc = evaluate(m.model, c.test, recipe.eval_batch_size, autocast, c.loss_fn,
+                                               recipe.eval_examples)
+                train_loss, train_acc = float(loss_sum[i]) / max(seen, 1), int(correct[i]) / max(seen, 1)
+                # as ``fit``'s rows: ``seconds`` with the run's evaluation, ``train_seconds`` its steps alone
+                m.run.history.append(_row(epoch, step, lr, train_loss, train_acc, test_loss, test_acc,
+                                          seconds_train + time.perf_counter() - evaluated,
+                                          train_seconds=seconds_train, engine=f"stacked {mode}"))
+                m.run.measures += [dict(row, epoch=epoch) for row in (c.on_epoch(epoch, m.model) if c.on_epoch else [])]
+        # the stack's epoch is saved whole or not at all: every run resumes at the same epoch, in the
+        # same stack (``training.uninterrupted``); a run that diverged in it is saved with them
+        with uninterrupted():
+            for m in dropped + (stack.members if members else []):
+                m.save()
         if not members:
             break
-        stack.write_back()
-        seconds_train = (time.perf_counter() - started) / k
-        for i, m in enumerate(stack.members):
-            c = m.call
-            if not bool(finite[i]):
-                _diverge(m, epoch, step, lr, seconds_train, mode)
-                continue
-            evaluated = time.perf_counter()
-            test_loss, test_acc = evaluate(m.model, c.test, recipe.eval_batch_size, autocast, c.loss_fn,
-                                           recipe.eval_examples)
-            train_loss, train_acc = float(loss_sum[i]) / max(seen, 1), int(correct[i]) / max(seen, 1)
-            # as ``fit``'s rows: ``seconds`` with the run's evaluation, ``train_seconds`` its steps alone
-            m.run.history.append(_row(epoch, step, lr, train_loss, train_acc, test_loss, test_acc,
-                                      seconds_train + time.perf_counter() - evaluated, train_seconds=seconds_train,
-                                      engine=f"stacked {mode}"))
-            m.run.measures += [dict(row, epoch=epoch) for row in (c.on_epoch(epoch, m.model) if c.on_epoch else [])]
-            m.save()
         accs = [m.run.final["test_acc"] for m in stack.members]
         log.info("epoch %d/%d (step %d, lr %.3g): %d runs, test accuracy %.4f to %.4f, %.1f s", epoch, n_epochs,
                  step, lr, k, min(accs), max(accs), time.perf_counter() - started)
@@ -383,7 +393,8 @@ def _train(members: list[_Member], n_epochs: int, steps_per_epoch: int, mode: st
 
 
 def _drop_diverged(stack, finite, orders, loss_sum, correct, epoch, step, lr, started):
-    """Write back, record the diverged runs (``fit``'s diverged row, checkpoint), and restack the rest."""
+    """Write back, record the diverged runs (``fit``'s diverged row; saved with the epoch's other
+    runs), and restack the rest."""
     stack.write_back()
     keep = [m for i, m in enumerate(stack.members) if bool(finite[i])]
     seconds = (time.perf_counter() - started) / len(stack.members)
@@ -402,7 +413,6 @@ def _diverge(m: _Member, epoch: int, step: int, lr: float, seconds: float, mode:
     c = m.call
     diverged(m.run, epoch, step, lr, c.n_classes or int(c.train.y.max().item()) + 1, seconds,
              who=f"run {m.index} (seed {c.seed}), ", engine=f"stacked {mode}")
-    m.save()
 
 
 # --- a job's runs -------------------------------------------------------------------------------------

@@ -552,6 +552,41 @@ def check_deadline(saved_at) -> None:
         raise OutOfTime(f"out of time: the run stopped after an epoch, its checkpoint {saved_at} resumes it")
 
 
+# A stop raised into the run from outside (the harvest's budget signal) while files that must agree
+# are being written: held until the last of them is written (``uninterrupted``).
+_HOLD: dict = {"depth": 0, "stop": None}
+
+
+def interrupt(stop: BaseException) -> None:
+    """Raise ``stop`` here, or, inside ``uninterrupted``, as its block ends: what a signal handler
+    calls to stop a run wherever it is without cutting a set of saves in two."""
+    if _HOLD["depth"]:
+        _HOLD["stop"] = stop
+        return
+    raise stop
+
+
+@contextlib.contextmanager
+def uninterrupted() -> Iterator[None]:
+    """Inside, ``interrupt`` waits for the block's end. A stack's runs save each epoch in one such
+    block (``ensemble``): a stop between two of its saves would resume the runs at different
+    epochs, in other stacks, where they round differently (a run's place in a stack moves it
+    between the vector and the scalar path of the fused optimizer), so a resumed run would no
+    longer be the run that never stopped."""
+    _HOLD["depth"] += 1
+    try:
+        yield
+    except BaseException:
+        _HOLD["depth"] -= 1
+        if not _HOLD["depth"]:
+            _HOLD["stop"] = None  # the block's own error goes on; the run is stopping anyway
+        raise
+    _HOLD["depth"] -= 1
+    if not _HOLD["depth"] and _HOLD["stop"] is not None:
+        stop, _HOLD["stop"] = _HOLD["stop"], None
+        raise stop
+
+
 _DEFERRED: contextvars.ContextVar[list | None] = contextvars.ContextVar("deferred_fits", default=None)
 _HANDED: contextvars.ContextVar[list | None] = contextvars.ContextVar("handed_states", default=None)
 

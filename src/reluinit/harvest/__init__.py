@@ -281,16 +281,18 @@ def stopped_at(at: float) -> Iterator[None]:
     """Inside, ``BudgetEnded`` is raised at ``at`` (``time.monotonic()``) wherever the part is,
     between two of torch's operations: the harvest ends within its budget plus one operation, not one
     epoch (an epoch of RP-T4's depth-100 CNN is over an hour on a CPU). Every file a part writes is
-    written atomically and sealed (``integrity.write_atomic``), so what the stop cuts is only the
-    epoch in progress; its last checkpoint resumes the run. Outside the main thread (no signals) the
-    part stops at the end of an epoch instead (``training.deadline``)."""
+    written atomically and sealed (``integrity.write_atomic``), and the checkpoints of a stack's runs
+    are written all or none (``training.uninterrupted``: the stop waits for the last), so what the
+    stop cuts is only the epoch in progress; its last checkpoint resumes the run. Outside the main
+    thread (no signals) the part stops at the end of an epoch instead (``training.deadline``)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    from .. import training
 
     def stop(signum, frame):
-        raise BudgetEnded("out of time: stopped at the budget's end, mid-epoch; its last epoch's checkpoint "
-                          "resumes it (before its first epoch's, it starts again)")
+        training.interrupt(BudgetEnded("out of time: stopped at the budget's end, mid-epoch; its last epoch's "
+                                       "checkpoint resumes it (before its first epoch's, it starts again)"))
 
     previous = signal.signal(signal.SIGALRM, stop)
     signal.setitimer(signal.ITIMER_REAL, max(at - time.monotonic(), 1e-3))
