@@ -246,15 +246,9 @@ def test_a_part_stopped_anywhere_resumes_to_the_rows_of_a_run_never_stopped(tmp_
     """What the stop cuts is the epoch in progress: files are written atomically, the checkpoint of the
     last whole epoch resumes the run, and it ends with the rows of a run that never stopped. The part
     is stopped again and again, each time later (its data, its init, its epochs), until it finishes."""
-    import yaml
-
-    config = yaml.safe_load((ROOT / "config.yaml").read_text())
-    config.update(data_dir=str(tmp_path / "data"), scale="quick")
-    config["recipes"]["tg-mnist"]["quick"]["epochs"] = 30  # a second or two of training to land in
-    whole, cut = (tmp_path / name / "quick" for name in ("whole", "cut"))
-    config["results"] = str(whole.parent)  # first, so that no stop lands in a first import (the harvest
-    harvest.run_part(config, "quick", whole, "TG-F6", "group0", "cpu", 1)  # ends after one; this test goes on)
-    config["results"] = str(cut.parent)
+    # a second or two of training to land in; the part run whole first, so that no stop lands in a
+    # first import (the harvest ends after one; this test goes on)
+    config, whole, cut = _tg_f6_whole(tmp_path, epochs=30)
     at, stops, mid_training = 0.3, 0, 0
     while True:
         try:
@@ -266,6 +260,27 @@ def test_a_part_stopped_anywhere_resumes_to_the_rows_of_a_run_never_stopped(tmp_
             mid_training += harvest.checkpoint_mb(cut, "TG-F6", "group0") > 0
             at *= 1.3
     assert stops >= 3 and mid_training >= 1, (stops, mid_training)
+    _same_rows(whole, cut)
+
+
+def _tg_f6_whole(tmp_path, epochs=None):
+    """TG-F6's quick part run whole into ``tmp_path/whole``; the config, now pointing at
+    ``tmp_path/cut`` for the same part to be stopped, and both trees."""
+    import yaml
+
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    config.update(data_dir=str(tmp_path / "data"), scale="quick")
+    if epochs:
+        config["recipes"]["tg-mnist"]["quick"]["epochs"] = epochs
+    whole, cut = (tmp_path / name / "quick" for name in ("whole", "cut"))
+    config["results"] = str(whole.parent)
+    harvest.run_part(config, "quick", whole, "TG-F6", "group0", "cpu", 1)
+    config["results"] = str(cut.parent)
+    return config, whole, cut
+
+
+def _same_rows(whole, cut) -> None:
+    """The part's rows in both trees are equal but for their seconds."""
     a, b = (pd.read_csv(paths.part(str(r), "TG-F6", "group0")) for r in (whole, cut))
     timing = [c for c in a.columns if "seconds" in c]
     pd.testing.assert_frame_equal(a.drop(columns=timing), b.drop(columns=timing))
@@ -280,16 +295,10 @@ def test_a_stop_between_two_runs_saves_waits_for_the_stacks_last(tmp_path, monke
     import signal
 
     import torch
-    import yaml
 
     from reluinit import ensemble
 
-    config = yaml.safe_load((ROOT / "config.yaml").read_text())
-    config.update(data_dir=str(tmp_path / "data"), scale="quick")
-    whole, cut = (tmp_path / name / "quick" for name in ("whole", "cut"))
-    config["results"] = str(whole.parent)
-    harvest.run_part(config, "quick", whole, "TG-F6", "group0", "cpu", 1)
-    config["results"] = str(cut.parent)
+    config, whole, cut = _tg_f6_whole(tmp_path)
     save, signalled = ensemble._Member.save, []
 
     def save_then_signal(member):
@@ -306,9 +315,7 @@ def test_a_stop_between_two_runs_saves_waits_for_the_stacks_last(tmp_path, monke
     assert len(saved) == 4 and {torch.load(f, weights_only=True)["history"][-1]["epoch"] for f in saved} == {2}
     monkeypatch.setattr(ensemble._Member, "save", save)
     harvest.run_part(config, "quick", cut, "TG-F6", "group0", "cpu", 1)
-    a, b = (pd.read_csv(paths.part(str(r), "TG-F6", "group0")) for r in (whole, cut))
-    timing = [c for c in a.columns if "seconds" in c]
-    pd.testing.assert_frame_equal(a.drop(columns=timing), b.drop(columns=timing))
+    _same_rows(whole, cut)
 
 
 def test_a_harvest_names_mnist_damaged_rather_than_missing(tmp_path):

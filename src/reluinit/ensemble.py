@@ -318,7 +318,7 @@ def _train(members: list[_Member], n_epochs: int, steps_per_epoch: int, mode: st
     log.info("training %d runs as one stack (%s) from epoch %d of %d", len(members), type(first.model).__name__,
              epoch0, n_epochs)
     for epoch in range(epoch0 + 1, n_epochs + 1):
-        members = [m for m in members if not m.finished(n_epochs)]
+        members = in_epoch = [m for m in members if not m.finished(n_epochs)]
         if not members:
             break
         if stack is None or stack.members != members:
@@ -332,7 +332,7 @@ def _train(members: list[_Member], n_epochs: int, steps_per_epoch: int, mode: st
         loss_sum = torch.zeros(k, device=device)
         correct = torch.zeros(k, device=device, dtype=torch.long)
         finite = torch.ones(k, device=device, dtype=torch.bool)
-        seen, epoch_step, dropped = 0, step, []
+        seen, epoch_step = 0, step
         for start in range(0, len(train), recipe.batch_size):
             if epoch_step >= total_steps:
                 break
@@ -350,7 +350,6 @@ def _train(members: list[_Member], n_epochs: int, steps_per_epoch: int, mode: st
             finite &= torch.isfinite(losses)
             if epoch_step % recipe.check_every == 0 and not bool(finite.all()):
                 # the runs whose loss turned non-finite stop here, as ``fit`` stops them; the rest go on
-                dropped += [m for i, m in enumerate(stack.members) if not bool(finite[i])]
                 stack, keep, orders, loss_sum, correct, finite = _drop_diverged(
                     stack, finite, orders, loss_sum, correct, epoch, epoch_step, lr, started)
                 members, k = keep, len(keep)
@@ -377,7 +376,7 @@ def _train(members: list[_Member], n_epochs: int, steps_per_epoch: int, mode: st
         # the stack's epoch is saved whole or not at all: every run resumes at the same epoch, in the
         # same stack (``training.uninterrupted``); a run that diverged in it is saved with them
         with uninterrupted():
-            for m in dropped + (stack.members if members else []):
+            for m in in_epoch:
                 m.save()
         if not members:
             break

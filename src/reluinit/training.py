@@ -576,14 +576,12 @@ def uninterrupted() -> Iterator[None]:
     _HOLD["depth"] += 1
     try:
         yield
-    except BaseException:
+    finally:  # the outermost block takes the held stop; after the block's own error it is dropped
         _HOLD["depth"] -= 1
-        if not _HOLD["depth"]:
-            _HOLD["stop"] = None  # the block's own error goes on; the run is stopping anyway
-        raise
-    _HOLD["depth"] -= 1
-    if not _HOLD["depth"] and _HOLD["stop"] is not None:
-        stop, _HOLD["stop"] = _HOLD["stop"], None
+        stop = None if _HOLD["depth"] else _HOLD["stop"]
+        if stop is not None:
+            _HOLD["stop"] = None
+    if stop is not None:
         raise stop
 
 
