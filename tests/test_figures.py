@@ -71,3 +71,21 @@ def test_a_figure_drawn_twice_from_one_table_is_the_same_picture(exp_id):
         plotting.plt.close(fig)
         pictures.append(buf.getvalue())
     assert pictures[0] == pictures[1]
+
+
+def test_rp_summaries_give_the_population_sd_over_seeds_as_the_papers_pm():
+    """RP's ± is the population sd (ddof 0): Table 1's ResNet50 SNIP at 99.9%, 19.98 ± 14.12, is
+    two seeds at chance and one at 39.95 (ddof 1 would give 17.29); a cell of one seed has none."""
+    import pandas as pd
+
+    from reluinit.figures import rp_train
+
+    accs = [0.10, 0.10, 0.3994, 0.93]  # three seeds of one cell, one seed of another
+    table = pd.DataFrame({"run": range(4), "epoch": 160, "cell": ["a", "a", "a", "b"], "best_test_acc": accs,
+                          "final_test_acc": accs, "run_diverged": False, "collapsed_layers": 0})
+    out = rp_train._accuracy_by(table, ["cell"]).set_index("cell")
+    assert out.loc["a", "best_acc"] == pytest.approx(19.98)
+    assert out.loc["a", "best_acc_sd"] == pytest.approx(14.1139, abs=1e-4)  # not ddof 1's 17.286
+    assert out.loc["a", "final_acc_sd"] == out.loc["a", "best_acc_sd"]
+    assert out.loc["a", "runs"] == 3 and pd.isna(out.loc["b", "best_acc_sd"])
+    assert rp_train._sd_interval([10.0, 10.0, 39.94]) == pytest.approx((19.98 - 14.1139, 19.98 + 14.1139), abs=1e-4)

@@ -197,6 +197,32 @@ def test_on_device_augmentation_crops_and_flips():
         assert set(a.flatten().tolist()) <= set(b.flatten().tolist()) | {0.0}
 
 
+def test_a_random_crop_pads_with_normalised_black_and_keeps_the_image_exact():
+    """As torchvision's RandomCrop(padding=4) before Normalize (the RP authors', Wang et al.'s): the
+    padding is a raw black pixel normalised, (0 - mean) / std per channel, not 0 (the mean colour);
+    the image's own pixels come through bit for bit, and the random draws are those of a crop
+    without a fill (the same shifts and flips)."""
+    mean, std = (torch.tensor(c).view(1, 3, 1, 1) for c in datasets.FIXED_STATS["cifar10"])
+    raw = torch.rand(5, 3, 6, 6, generator=torch.Generator().manual_seed(1))
+    data = DeviceData(raw, torch.arange(5) % 2, "cpu", mean=mean, std=std)
+    black = (0 - mean) / std
+    one_black_pixel = DeviceData(torch.zeros(1, 3, 1, 1), torch.zeros(1, dtype=torch.long), "cpu", mean=mean, std=std)
+    assert torch.equal(data.black, black) and torch.equal(data.black, one_black_pixel.x)
+    pad = 2
+    out = training._crop_flip(data.x, torch.Generator().manual_seed(3), pad, data.black)
+    plain = training._crop_flip(data.x, torch.Generator().manual_seed(3), pad)  # zero padding, same draws
+    # which output pixels come from the image: an image of ones, zero-padded, cropped with the same draws
+    inside = training._crop_flip(torch.ones(5, 1, 6, 6), torch.Generator().manual_seed(3), pad).bool().expand_as(out)
+    assert (~inside).any() and inside.any()
+    assert torch.equal(out[inside], plain[inside])  # the image's pixels, exactly, where they were
+    assert torch.equal(out, torch.where(inside, out, black.expand_as(out)))  # the border: black per channel
+    assert not torch.equal(out, plain)
+    # an all-black raw image crops to all black, whatever the shift
+    dark = DeviceData(torch.zeros(4, 3, 6, 6), torch.arange(4) % 2, "cpu", mean=mean, std=std)
+    (xb, _), = dark.batches(4, torch.Generator().manual_seed(0), augment=True, pad=3)
+    assert torch.equal(xb, black.expand_as(xb))
+
+
 def test_bf16_autocast_trains_on_the_cpu_too():
     model, train, test = _tiny()
     run = fit(model, train, test, Recipe(optimizer="sgd", lr=0.05, momentum=0.9, epochs=4, batch_size=32,
@@ -289,6 +315,15 @@ def test_cifar_is_normalised_with_the_rp_authors_fixed_constants_when_asked():
     mean, std = (torch.tensor(c).view(1, 3, 1, 1) for c in datasets.FIXED_STATS["cifar10"])
     assert torch.allclose(fixed.x, (x - mean) / std)
     assert torch.allclose(own.x.mean(dim=(0, 2, 3)), torch.zeros(3), atol=1e-6)  # its own statistics
+    # CIFAR-100 with its own constants (the authors' utils/data_utils.py), not CIFAR-10's
+    assert datasets.FIXED_STATS["cifar100"] == ((0.5071, 0.4867, 0.4408), (0.2675, 0.2565, 0.2761))
+    assert datasets.FIXED_STATS["cifar10"] == ((0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010))
+    for name in ("cifar10", "cifar100"):  # a smoke stand-in normalises as its dataset does
+        assert datasets.FIXED_STATS[datasets.SMOKE_STAND_INS[name]] == datasets.FIXED_STATS[name]
+    with mock.patch.object(datasets, "load", return_value=datasets.Split(x, torch.arange(6) % 3, "cifar100")):
+        hundred, _, _ = training.load_data({**s, "dataset": "cifar100"}, "cpu", fixed_stats=True)
+    mean, std = (torch.tensor(c).view(1, 3, 1, 1) for c in datasets.FIXED_STATS["cifar100"])
+    assert torch.allclose(hundred.x, (x - mean) / std)
 
 
 def test_a_recipes_precision_sets_tf32_for_the_run_and_restores_it():

@@ -104,11 +104,15 @@ class DatasetUnavailable(RuntimeError):
     ends_in_fix = True  # a job's log repeats it as what to do: the run's last words (reluinit.pipeline.jobs)
 
 
-# Per-channel (mean, std) of [0, 1] pixels with which the RP authors' code normalises CIFAR (fixed
-# constants, not the training set's own statistics); ``training.load_data(fixed_stats=True)``.
-# Their smoke stand-ins share them, so that a smoke job normalises as the paper's job does.
-FIXED_STATS = {name: ((0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010))
-               for name in ("cifar10", "cifar100", SMOKE_STAND_INS["cifar10"], SMOKE_STAND_INS["cifar100"])}
+# Per-channel (mean, std) of [0, 1] pixels with which the RP authors' code normalises CIFAR-10 and
+# CIFAR-100 (fixed constants per dataset, not the training set's own statistics: utils/data_utils.py
+# of sAviOr287/imagenet_ICLR); ``training.load_data(fixed_stats=True)``. Tiny ImageNet is not here:
+# it is normalised with its training set's own statistics. The smoke stand-ins share their
+# dataset's constants, so that a smoke job normalises as the paper's job does.
+_CIFAR10_STATS = ((0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010))
+_CIFAR100_STATS = ((0.5071, 0.4867, 0.4408), (0.2675, 0.2565, 0.2761))
+FIXED_STATS = {"cifar10": _CIFAR10_STATS, SMOKE_STAND_INS["cifar10"]: _CIFAR10_STATS,
+               "cifar100": _CIFAR100_STATS, SMOKE_STAND_INS["cifar100"]: _CIFAR100_STATS}
 
 
 @dataclass

@@ -341,7 +341,8 @@ def _train(members: list[_Member], n_epochs: int, steps_per_epoch: int, mode: st
             if recipe.augment and xb.dim() == 5:
                 from .training import _crop_flip
 
-                xb = torch.stack([_crop_flip(xb[i], m.gen, recipe.crop_pad) for i, m in enumerate(stack.members)])
+                xb = torch.stack([_crop_flip(xb[i], m.gen, recipe.crop_pad, train.black)
+                                  for i, m in enumerate(stack.members)])
             losses, right = stack.step(xb, yb)
             epoch_step += 1
             seen += yb.shape[1]

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 
-# Settings that say how a job is scheduled or where files live, not what a run computes.
-BOOKKEEPING = frozenset({"resources", "runs_per_job", "group_by", "optional", "data_dir"})
+# Settings that say how a job is scheduled or where files live, not what a run computes (``shared``:
+# which of an experiment's runs another trains for it).
+BOOKKEEPING = frozenset({"resources", "runs_per_job", "group_by", "optional", "data_dir", "shared"})
 # A recipe's keys of that kind: whether runs train stacked (``ensemble``) changes float rounding,
 # not the run, so a checkpoint written either way resumes the other way.
 RECIPE_BOOKKEEPING = frozenset({"ensemble"})

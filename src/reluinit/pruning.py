@@ -361,6 +361,38 @@ def prune_with_s_cr(model: nn.Module, method: str, density: float, *, x: torch.T
                        rounds=rounds, temperature=temperature, scope=scope, schedule=schedule)
 
 
+def prune_each(model: nn.Module, method: str, densities: Iterable[float], *, x: torch.Tensor | None = None,
+               y: torch.Tensor | None = None, data: Batches | None = None, in_shape: tuple[int, ...] | None = None,
+               seed: int = 0, rounds: int = 100, temperature: float = 200.0) -> list[tuple[Masks, float]]:
+    """``prune_with_s_cr`` at each of ``densities`` (prune's defaults otherwise: global, one shot,
+    cross-entropy), each result equal to its own call's: a one-shot pruner that scores (random,
+    magnitude, SNIP, GraSP, a registered scorer) scores the net once and thresholds those scores at
+    every density; SynFlow, whose scores change as it prunes, prunes once per density. What a
+    table's masks at several sparsities cost once instead of once per sparsity (the mask audit)."""
+    densities = list(densities)
+    pruner = PRUNERS.get(method)
+    if pruner is None or type(pruner).masks is not Pruner.masks or len(densities) < 2 or applied_masks(model):
+        return [prune_with_s_cr(model, method, d, x=x, y=y, data=data, in_shape=in_shape, seed=seed, rounds=rounds,
+                                temperature=temperature) for d in densities]
+    _refuse_nonfinite(model, x, data)
+    for d in densities:
+        in_shape = _checked(method, d, x, y, data, None, in_shape, rounds, "global", None)
+    with _state_kept(model):
+        view = pruning_view(model)
+        if data is None:  # prune's own path (_pruned_as_ever): the pruner's scores of the view
+            scores = pruner.scores(view, x=x, y=y, in_shape=in_shape, seed=seed, temperature=temperature)
+        else:  # several batches (_pruned): the same scorer, nothing pruned yet
+            alive = {n: torch.ones_like(w, dtype=torch.bool) for n, w in prunable(view).items()}
+            scores = _scorer(method, view, batches=data, loss=None, in_shape=in_shape, seed=seed,
+                             temperature=temperature)(alive)
+    s_cr = critical_sparsity(scores)
+    out = []
+    for d in densities:
+        masks = masks_from_scores(scores, d)
+        out.append((masks_for(model, view, masks) if view is not model else masks, s_cr))
+    return out
+
+
 def _pruned_as_ever(model: nn.Module, method: str, density: float, *, x, y, in_shape, seed: int, rounds: int,
                     temperature: float) -> tuple[Masks, float]:
     """The papers' path, ``prune``'s defaults: the pruner's own masks of the whole net, scored on
@@ -784,6 +816,22 @@ def layer_table(masks: Masks) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def collapse(masks: Masks) -> str:
+    """What ``masks`` empty, in words: "" when every pruned layer keeps a weight, else the emptied
+    layers (layer collapse: no signal passes them), the classifier (the last pruned layer) named
+    first, since a net without one predicts a single class whatever it is trained to."""
+    emptied = [name for name, m in masks.items() if not bool(m.any())]
+    if not emptied:
+        return ""
+    last = list(masks)[-1]
+    words = [f"the classifier {last} keeps none of its {masks[last].numel()} weights"] if last in emptied else []
+    others = [n for n in emptied if n != last]
+    if others:
+        words.append(f"{len(others)} other layer{'s' if len(others) > 1 else ''} emptied ({', '.join(others[:4])}"
+                     f"{', ...' if len(others) > 4 else ''})")
+    return "; ".join(words) + ": the net can only predict one class, at chance"
+
+
 def critical_sparsity(scores: dict[str, torch.Tensor]) -> float:
     """The largest sparsity a global threshold on fixed ``scores`` reaches with no layer fully
     pruned: the share of weights below the smallest of the layers' largest scores (above it,
@@ -856,14 +904,16 @@ def load_masks(path, device: str | torch.device = "cpu") -> dict[str, dict]:
 
 def mask_facts(runs: dict[str, dict]) -> pd.DataFrame:
     """What a job's masks do, one row per (run, pruned layer): ``layer_table`` with the run's key,
-    its facts, its achieved sparsity and the number of layers it emptied (layer collapse)."""
+    its facts, its achieved sparsity, the number of layers it emptied (layer collapse) and
+    ``collapse``, what that emptying means in words ("" when nothing is emptied)."""
     tables = []
     for key, run in runs.items():
         if not run.get("masks"):
             continue
         t = layer_table(run["masks"])
         facts = {k: v for k, v in run.items() if k != "masks"}
-        t = t.assign(**facts, achieved_sparsity=sparsity(run["masks"]), collapsed_layers=int(t["collapsed"].sum()))
+        t = t.assign(**facts, achieved_sparsity=sparsity(run["masks"]), collapsed_layers=int(t["collapsed"].sum()),
+                     collapse=collapse(run["masks"]))
         t.insert(0, "run", key)
         tables.append(t)
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=["run", "layer", "name"])
@@ -872,8 +922,11 @@ def mask_facts(runs: dict[str, dict]) -> pd.DataFrame:
 # --- back to the edge of chaos (RP Proposition 1, Algorithm 1) ----------------------------------------
 
 
+RESCALINGS = ("eq7", "authors")
+
+
 @torch.no_grad()
-def rescale(model: nn.Module, masks: Masks, sigma_w: float | None = None) -> nn.Module:
+def rescale(model: nn.Module, masks: Masks, sigma_w: float | None = None, scale: str = "eq7") -> nn.Module:
     """The rescaling trick, Eq. 7: one factor rho per (output unit, kernel position), constant over
     input channels, so that the kept weights of every such slice again carry the variance of the
     dense init. A linear row is a single slice; a conv [out, in, kh, kw] has kh*kw slices per
@@ -888,18 +941,31 @@ def rescale(model: nn.Module, masks: Masks, sigma_w: float | None = None) -> nn.
     ``sigma_w=None`` is Algorithm 1 as printed, rho = 1 / sqrt(sum of kept W^2), applied to each
     slice: a unit sum of squares per row or per (channel, position). It matches the paper's
     variance only for a linear layer with sigma_w = 1; for a ReLU FFNN (sigma_w^2 = 2) it halves
-    the variance, for a 3x3 conv it is 9 / sigma_w^2 times it. (An audit of the authors' code
-    reports a sum of squares of 4 per slice for ReLU VGGs: not checked here, and not what this
-    does.) Slices with nothing kept stay at zero.
+    the variance, for a 3x3 conv it is 9 / sigma_w^2 times it. Slices with nothing kept stay at zero.
+
+    ``scale="authors"`` is the RP authors' code instead (sAviOr287/imagenet_ICLR, ``pruner/SNIP.py``,
+    lines 153-157 for convs, 143-149 for linear rows): rho = 1 / (sqrt(alpha) / sigma_w^2 + 0.001)
+    per slice, so each slice's kept sum of squares is about sigma_w^4 (4 at He's sigma_w^2 = 2), 18
+    times Eq. 7's 2 / 9 for a 3x3 conv and twice its 2 for a linear row. Under a batch norm after
+    every conv the two give the same function at init (a constant factor per layer cancels); the
+    classifier's logits are sqrt(2) larger, and in training a conv's 4.2-fold larger weights see
+    an 18-fold smaller effective learning rate (batch norm makes the layer scale-invariant).
     """
+    if scale not in RESCALINGS:
+        raise ValueError(f"scale must be one of {RESCALINGS}, got {scale!r}")
+    if scale == "authors" and sigma_w is None:
+        raise ValueError('scale="authors" rescales each slice to a sum of squares of sigma_w^4: pass sigma_w')
     modules = dict(model.named_modules())
     for name, mask in masks.items():
         module = modules[name.rsplit(".", 1)[0]]
         w = module.parametrizations.weight.original if parametrize.is_parametrized(module, "weight") else module.weight
         alpha = ((w * mask) ** 2).sum(dim=1, keepdim=True)  # [out, 1, *kernel]: one per slice
         positions = w[0, 0].numel()  # kh * kw for a conv, 1 for a linear layer
-        target = 1.0 if sigma_w is None else sigma_w**2 / positions
-        rho = torch.where(alpha > 0, (target / alpha.clamp_min(1e-300)).sqrt(), torch.zeros_like(alpha))
+        if scale == "authors":  # their 1 / (sqrt(alpha / sigma_w^4) + 0.001), masked to the kept weights
+            rho = torch.where(alpha > 0, 1.0 / (alpha.sqrt() / sigma_w**2 + 0.001), torch.zeros_like(alpha))
+        else:
+            target = 1.0 if sigma_w is None else sigma_w**2 / positions
+            rho = torch.where(alpha > 0, (target / alpha.clamp_min(1e-300)).sqrt(), torch.zeros_like(alpha))
         w.mul_(rho)
     return model
 

@@ -151,7 +151,9 @@ def _fusable(params, cpu: bool = True) -> bool:
 
 class DeviceData:
     """A split held on the device, normalised per channel once, served in shuffled batches with
-    augmentation done on the device (no worker processes, no host copies)."""
+    augmentation done on the device (no worker processes, no host copies). ``black``: the
+    normalised value of a black pixel, ``(0 - mean) / std`` per channel ([1, C, 1, 1]; None for
+    data that are not images), which a random crop pads with."""
 
     def __init__(self, x: torch.Tensor, y: torch.Tensor, device, mean=None, std=None, dtype=torch.float32,
                  channels_last: bool = False):
@@ -160,9 +162,11 @@ class DeviceData:
             dims = (0, 2, 3)
             self.mean = x.mean(dim=dims, keepdim=True) if mean is None else mean
             self.std = x.std(dim=dims, keepdim=True).clamp_min(1e-6) if std is None else std
+            # normalised as the images are, so that a raw black pixel and the padding are the same value
+            self.black = (torch.zeros((1, x.shape[1], 1, 1), dtype=x.dtype, device=x.device) - self.mean) / self.std
             x = (x - self.mean) / self.std
         else:
-            self.mean = self.std = None
+            self.mean = self.std = self.black = None
         self.channels_last = channels_last and x.dim() == 4
         # stored once in the layout the model trains in: a batch is then a slice, never a second copy
         self.x = x.contiguous(memory_format=torch.channels_last if self.channels_last else torch.contiguous_format)
@@ -182,13 +186,14 @@ class DeviceData:
 
     def batches(self, batch_size: int, gen: torch.Generator, augment: bool = False, pad: int = 4):
         """Shuffled batches for one epoch; with ``augment``, each image is shifted by a random crop of
-        its zero-padded version (``pad`` pixels) and flipped left-right with probability 1/2."""
+        its version padded with black (``pad`` pixels of ``self.black``) and flipped left-right with
+        probability 1/2."""
         n = len(self)
         order = torch.randperm(n, generator=gen, device=self.device)
         for idx in order.split(batch_size):
             xb, yb = self.take(idx)
             if augment and xb.dim() == 4:
-                xb = _crop_flip(xb, gen, pad)
+                xb = _crop_flip(xb, gen, pad, self.black)
             yield self._fmt(xb), yb
 
     def take(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -209,9 +214,20 @@ class DeviceData:
             yield self._fmt(self.x[start:start + batch_size]), self.y[start:start + batch_size]
 
 
-def _crop_flip(xb: torch.Tensor, gen: torch.Generator, pad: int) -> torch.Tensor:
+def _crop_flip(xb: torch.Tensor, gen: torch.Generator, pad: int, fill: torch.Tensor | None = None) -> torch.Tensor:
+    """Each image of ``xb`` ([B, C, H, W]) cropped at a random shift from its version padded by
+    ``pad`` pixels of ``fill`` ([1, C, 1, 1], per channel; None: 0), then flipped left-right with
+    probability 1/2; ``gen`` draws the shifts, then the flips. For normalised images ``fill`` is
+    the normalised value of black (``DeviceData.black``): torchvision's ``RandomCrop(32,
+    padding=4)`` before ``Normalize``, as the RP authors and Wang et al. augment, pads the raw
+    pixels with 0. The image's own pixels are copied unchanged, bit for bit."""
     b, c, h, w = xb.shape
     padded = F.pad(xb, (pad, pad, pad, pad))
+    if fill is not None and pad > 0:  # the border written over F.pad's zeros: the inside stays exact
+        padded[..., :pad, :] = fill
+        padded[..., -pad:, :] = fill
+        padded[..., :pad] = fill
+        padded[..., -pad:] = fill
     dev = xb.device
     shift = torch.randint(0, 2 * pad + 1, (2, b), generator=gen, device=dev)
     flip = torch.rand(b, generator=gen, device=dev) < 0.5

@@ -196,3 +196,21 @@ _TOO_LARGE = (bounds.refused(config, SCALE, machine_mb(), probe=not NO_DAG & set
               if workflow.is_main_process else [])
 if _TOO_LARGE:
     stop(_TOO_LARGE[0])  # a width, or a count of nets, draws or steps, that no job (or plan) could hold
+
+
+def shared_refused():
+    """The first table whose shared runs (config `shared`) have no twin in the experiment it names, or
+    one that trains otherwise, as its sentence with the fix; None when every one pairs. Each is
+    asked again when its figure job is planned (inputs.smk shared_rows)."""
+    for exp in EXPERIMENTS:
+        try:
+            shared.twins(config, exp, SCALE)
+        except shared.SharedRunsError as e:
+            return str(e)
+    return None
+
+
+# The same probe's commands: pairing imports the experiments' code the first time (provenance.memo).
+_UNSHARED = shared_refused() if workflow.is_main_process and not NO_DAG & set(sys.argv[1:]) else None
+if _UNSHARED:
+    stop(_UNSHARED)

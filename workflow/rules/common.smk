@@ -22,7 +22,7 @@ from snakemake.utils import min_version
 min_version("9.20")
 
 from reluinit import integrity  # noqa: E402
-from reluinit.pipeline import bounds, catalogue, paths, plan, provenance  # noqa: E402
+from reluinit.pipeline import bounds, catalogue, paths, plan, provenance, shared  # noqa: E402
 from reluinit.report import claims, reports  # noqa: E402
 from reluinit.pipeline.config import rejected, settings, training_settings, unknown_recipes, validate  # noqa: E402
 

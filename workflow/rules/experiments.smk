@@ -181,6 +181,7 @@ for _name, _exps in FIGURE_JOBS.items():
             paper=paper_title(catalogue.paper_of(_exp)),
             settings=exp_settings(SOURCES.get(_exp, _exp)),
             scale=SCALE,
+            shared=lambda w, exp=_exp: shared_rows(exp),  # the rows it takes from another's parts (config `shared`)
             # the plotting code it runs (edits rerun this figure only); asked when the job is
             # planned, so parsing the workflow imports no plotting code
             code=lambda w, exp=_exp: figure_code(exp),

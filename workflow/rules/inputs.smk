@@ -48,9 +48,29 @@ def dataset_input(name):
 
 
 def table_parts(exp):
-    """The job files an experiment's table is made of, in part order (a view's are its source's)."""
+    """The job files an experiment's table is made of, in part order (a view's are its source's),
+    then those of the runs it takes from another experiment (config `shared`, shared_rows)."""
     source = SOURCES.get(exp, exp)
-    return [paths.part(RESULTS, source, job) for job in measure_jobs(source)]
+    return [paths.part(RESULTS, source, job) for job in measure_jobs(source)] + list(shared_rows(exp))
+
+
+def shared_rows(exp):
+    """``{part file: [run keys]}``: the parts of the experiment ``exp`` takes runs from (its config
+    `shared`) and the runs whose rows its table takes from each ({} for most). Asked when its figure
+    job is planned: a shared run without a twin there, or whose twin trains otherwise, stops the
+    run with the fix (reluinit.pipeline.shared)."""
+    try:
+        taken = shared.source_parts(config, exp, SCALE)
+    except shared.SharedRunsError as e:
+        raise WorkflowError(str(e)) from None
+    if not taken:
+        return {}
+    src = shared.source(config, exp, SCALE)
+    job_of = {key: job for job, keys in measure_jobs(src).items() for key in keys}
+    out = {}
+    for key, runs in taken.items():
+        out.setdefault(paths.part(RESULTS, src, job_of[key]), []).extend(runs)
+    return out
 
 
 def paper_inputs(paper):

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from ..sampling import part_seed
 
-__all__ = ["part_seed", "resolve_part", "product_runs", "run_checkpoint", "group_runs", "ensembled", "training_jobs"]
+__all__ = ["part_seed", "resolve_part", "product_runs", "own_runs", "run_checkpoint", "group_runs", "ensembled",
+           "training_jobs"]
 
 
 def resolve_part(parts: dict[str, dict], base_seed: int, key: str) -> tuple[dict, int]:
@@ -46,6 +47,20 @@ def product_runs(s: dict, axes: dict[str, list]) -> dict[str, dict]:
         key = "-".join(str(v) if isinstance(v, str) else f"{n}{v}" for n, v in run.items())
         runs[key] = {**run, "key": key, "seed": part_seed(s["seed"], i)}
     return runs
+
+
+def own_runs(runs: dict[str, dict], s: dict) -> dict[str, dict]:
+    """``runs`` less those the experiment takes from another (config ``shared``: a run whose value of
+    every field listed under ``shared.cells`` is one of the values listed there is trained by the
+    ``shared.from`` experiment, and its rows read from there; ``reluinit.pipeline.shared``). Filtered
+    after ``product_runs``: the runs that stay keep the keys and seeds of the full product."""
+    cells = (s.get("shared") or {}).get("cells") or {}
+    for k, run in runs.items():
+        missing = [f for f in cells if f not in run]
+        if missing:  # a misspelt field: said here, not as runs silently trained twice
+            raise ValueError(f"shared.cells names {', '.join(map(repr, missing))}, which run {k} does not have; "
+                             f"its fields: {', '.join(run)}")
+    return {k: run for k, run in runs.items() if not cells or not all(run[f] in vs for f, vs in cells.items())}
 
 
 def run_checkpoint(checkpoints: str | None, run_key: str, settings: dict, run: dict):
@@ -100,6 +115,8 @@ def training_jobs(runs_of, run_one, *, load=None, settings_of=None, prune_one=No
     is then called twice, so it must do the same before its ``fit`` both times (seeded, as every
     run is).
 
+    Runs another experiment trains for this one (config ``shared``, ``own_runs``) are in no part.
+
     ``settings_of(settings, run)``: a run's own settings where they differ by run (RP-T2: the
     recipe of its dataset); ``load(settings, device)``: what the runs train on, loaded once per job
     and dataset (default: ``training.load_data``, the train and test splits on the device).
@@ -114,7 +131,7 @@ def training_jobs(runs_of, run_one, *, load=None, settings_of=None, prune_one=No
     from ..pruning import load_masks, masks_digest
 
     def parts(s: dict) -> dict[str, dict]:
-        return group_runs(runs_of(s), s.get("runs_per_job", 1), s.get("group_by", ()))
+        return group_runs(own_runs(runs_of(s), s), s.get("runs_per_job", 1), s.get("group_by", ()))
 
     def each_run(s, key, device):
         """``(run key, run, its settings, its data, device)`` for each run of job ``key``, the data

@@ -23,9 +23,9 @@ from torch import nn
 from .. import datasets
 from ..inits import init_point, initialize
 from ..models import build
-from ..pruning import PRUNERS, apply_masks, layer_table, prune_with_s_cr, rescale, sparsity
+from ..pruning import PRUNERS, apply_masks, collapse, layer_table, prune_with_s_cr, rescale, sparsity
 from ..training import Checkpoint, Recipe, fit, history_table, load_data
-from . import product_runs, training_jobs
+from . import part_seed, product_runs, training_jobs
 
 log = logging.getLogger(__name__)
 
@@ -57,14 +57,19 @@ def method(name: str) -> tuple[str | None, bool, bool]:
 def run_model(s: dict, run: dict, split) -> tuple[nn.Module, str, float | None, float]:
     """The run's net, initialized: (model, its name, sigma_w, sigma_b). He-initialized ResNets use
     the authors' ResNet init (``kaiming_fan_out``: convs by fan-out, classifier N(0, 0.01^2)), which
-    changes what magnitude pruning and, through the classifier, SNIP see."""
+    changes what magnitude pruning and, through the classifier, SNIP see. Magnitude pruning (MBP)
+    is not in the authors' code, and under their init its global threshold keeps no classifier
+    weight at 85-98% sparsity (the classifier's 0.01 is 4 to 12 times smaller than the convs' std):
+    its ResNets take Kaiming normal by fan-in on every conv and linear layer (``he``), the init of
+    Synaptic-Flow's and open_lth's CIFAR ResNets, whose magnitude-at-init baselines train
+    (docs/papers/rp.md, "Magnitude pruning's init")."""
     pruner, stable, rescaled = method(run["method"])
     name = f"stable_{run['model']}" if stable else run["model"]
     model = build(name, split.n_classes, tuple(split.x.shape[1:]), run["activation"], width=run["width"],
                   depth=run.get("depth"))
     scheme, sigma_w, sigma_b = init_point(run["init"], run["activation"],
                                           s.get("eoc_sigma_b", {}).get(run["activation"], 0.0), s.get("ordered"))
-    if scheme == "he" and "resnet" in name:
+    if scheme == "he" and "resnet" in name and pruner != "magnitude":
         scheme = "kaiming_fan_out"
     initialize(model, scheme, sigma_w=sigma_w, sigma_b=sigma_b, seed=run["seed"])
     return model, name, sigma_w, sigma_b
@@ -81,12 +86,41 @@ def prune_run(s: dict, run: dict, data, device) -> dict:
         return {"masks": None}
     model, name, _, _ = run_model(s, run, split)
     model.to(device)
-    x, y = datasets.balanced_batch(split, s["batch_per_class"], run["seed"])
-    x = (x.to(device) - train.mean) / train.std
-    masks, s_cr = prune_with_s_cr(model, pruner, 1 - run["sparsity"], x=x, y=y.to(device),
-                                  in_shape=tuple(x.shape[1:]), seed=run["seed"], rounds=s.get("synflow_rounds", 100))
-    return {"masks": {n: m.cpu() for n, m in masks.items()}, "model": name, "method": run["method"],
-            "sparsity": run["sparsity"], "net_seed": run["seed"], "s_cr": s_cr, "dataset": split.name}
+    batch = pruning_batch(s, run, pruner, train, split, device)
+    masks, s_cr = prune_with_s_cr(model, pruner, 1 - run["sparsity"], **batch, seed=run["seed"],
+                                  rounds=s.get("synflow_rounds", 100))
+    return {"masks": {n: m.cpu() for n, m in masks.items()}, **run_facts(s, run, name, masks), "s_cr": s_cr,
+            "dataset": split.name}
+
+
+def run_facts(s: dict, run: dict, name: str, masks) -> dict:
+    """What a pruning job records beside a run's masks: its model, method, sparsity and seed, and
+    how many weights its classifier (the last pruned layer) keeps: 0 means the net can only guess
+    one class, and its log says so (``pruning.collapse``)."""
+    last = list(masks)[-1]
+    return {"model": name, "method": run["method"], "sparsity": run["sparsity"], "net_seed": run["seed"],
+            "classifier_kept": int(masks[last].sum())}
+
+
+def pruning_batch(s: dict, run: dict, pruner: str, train, split, device) -> dict:
+    """The data a run's pruner scores, as ``prune``'s keyword arguments: one class-balanced batch of
+    ``batch_per_class`` images of each class (SNIP as the authors score it), or for GraSP the
+    authors' ``grasp_batch`` of its dataset (``per_class`` images of each class, ``draws`` times;
+    each draw sorted by class and cut into two halves, and the gradients and Hessian products of the
+    halves summed: ``pruner/GraSP.py`` of the authors and of Wang et al.). Draw 0 is SNIP's batch."""
+    def normalised(x):
+        return (x.to(device) - train.mean) / train.std
+
+    grasp = s.get("grasp_batch", {}).get(s.get("dataset")) if pruner == "grasp" else None
+    if grasp is None:
+        x, y = datasets.balanced_batch(split, s["batch_per_class"], run["seed"])
+        return {"x": normalised(x), "y": y.to(device), "in_shape": tuple(x.shape[1:])}
+    halves = []
+    for d in range(grasp["draws"]):
+        x, y = datasets.balanced_batch(split, grasp["per_class"], run["seed"] if d == 0 else part_seed(run["seed"], d))
+        n = len(y) // 2  # balanced_batch is sorted by class: the halves hold the first and last classes
+        halves += [(normalised(x[:n]), y[:n].to(device)), (normalised(x[n:]), y[n:].to(device))]
+    return {"data": halves, "in_shape": tuple(x.shape[1:])}
 
 
 def train_pruned(s: dict, run: dict, data, device, checkpoint: Checkpoint | None, masks=None) -> pd.DataFrame:
@@ -100,10 +134,12 @@ def train_pruned(s: dict, run: dict, data, device, checkpoint: Checkpoint | None
     if masks:
         apply_masks(model, masks)
         if rescaled:
-            rescale(model, masks, sigma_w=sigma_w)
+            rescale(model, masks, sigma_w=sigma_w, scale=s.get("rescaling", "eq7"))
     collapsed = int(layer_table(masks)["collapsed"].sum()) if masks else 0
     log.info("run %s: %s, %s init (sigma_w %s), %s at sparsity %.4g, %d layers emptied", run["key"], name,
              run["init"], sigma_w, run["method"], run["sparsity"], collapsed)
+    if masks and (said := collapse(masks)):
+        log.warning("run %s: COLLAPSED: %s (it trains: a collapsed net is a result)", run["key"], said)
     recipe = Recipe.from_settings(s["recipe"])
     result = fit(model, train, test, recipe, seed=run["seed"], checkpoint=checkpoint, masks=masks)
     return history_table(result, run=run["key"], dataset=split.name, model=name, activation=run["activation"],
@@ -139,6 +175,31 @@ def _run_settings(s: dict, run: dict) -> dict:
     if run["dataset"] in s.get("recipes_by_dataset", {}):
         settings["recipe"] = s["recipes_by_dataset"][run["dataset"]]
     return settings
+
+
+# Settings that lay out a table's runs and jobs (which runs, their seeds, where they train), not how
+# one of them trains; and settings that only some runs read (the others train alike whatever they say).
+GRID = frozenset({"seed", "reps", "models", "methods", "sparsities", "datasets", "activations", "setups", "depths",
+                  "recipes_by_dataset", "shared"})
+READ_BY = {
+    "synflow_rounds": lambda run: method(run["method"])[0] == "synflow",
+    "grasp_batch": lambda run: method(run["method"])[0] == "grasp",
+    "rescaling": lambda run: method(run["method"])[2],
+    "eoc_sigma_b": lambda run: run["init"] == "eoc",
+    "ordered": lambda run: run["init"] == "ordered",
+}
+
+
+def trained_with(s: dict, run: dict) -> dict:
+    """What decides how ``run`` trains besides its own fields: its settings (``_run_settings``, its
+    dataset's recipe) less the grid (``GRID``), bookkeeping and what its method and init do not read
+    (``READ_BY``), as plain data. Runs of equal fields and equal ``trained_with`` train alike, up to
+    their seeds: a table may take one's rows for the other (config ``shared``, checked when the
+    workflow plans it). A setting not named here counts."""
+    from ..fingerprint import settings_fingerprint
+
+    unread = {k for k, reads in READ_BY.items() if not reads(run)}
+    return settings_fingerprint(_run_settings(s, run), exclude=GRID | set(run) | unread)
 
 
 def _load(s: dict, device):

@@ -178,6 +178,18 @@ def trained(exp_id: str, settings: dict, key: str) -> list[tuple[str, str, int]]
     return [tuple(t) for t in found]
 
 
+def trained_with(exp_id: str, settings: dict, run: dict) -> dict:
+    """What decides how one training run of ``exp_id`` trains besides its fields: its module's
+    ``trained_with(settings, run)`` (``rp_train``'s), which must be equal for a run a table takes from
+    another experiment (config ``shared``, ``reluinit.pipeline.shared``)."""
+    module, _ = _where(entry(exp_id), "parts")
+    found = getattr(importlib.import_module(module), "trained_with", None)
+    if found is None:
+        raise ValueError(f"{exp_id}'s runs cannot be shared: {module} defines no trained_with(settings, run), "
+                         f"which says what decides how a run trains; remove the `shared` that names it from config.yaml")
+    return found(settings, run)
+
+
 def figures_of(exp_id: str) -> tuple[Callable, Callable]:
     """``(figure, summary)`` of ``exp_id`` alone: a figure job imports no torch when its experiment's
     module has them in ``reluinit.figures`` (every id shipped does)."""
@@ -495,6 +507,13 @@ def _status(config: dict, exp: str) -> str:
         words.append(f"drawn from {e.source}'s runs")
     elif e.trains:
         words.append("trains its nets")
+    shared = block.get("shared")
+    if shared:  # the paper's tables share these cells, and so do ours (reluinit.pipeline.shared)
+        cells = " and ".join(f"{k} {' or '.join(map(_fmt, v))}" for k, v in shared["cells"].items())
+        words.append(f"its runs of {cells} are {shared['from']}'s (`shared`)")
+    takers = [t for t, b in config["experiments"].items() if (b["paper"].get("shared") or {}).get("from") == exp]
+    if takers:
+        words.append(f"its runs also fill {' and '.join(takers)}'s shared cells")
     if "training" in block:
         words.append(f"measures trained nets `{block['training']}`")
     return "; ".join(words)

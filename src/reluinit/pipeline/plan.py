@@ -128,6 +128,8 @@ def measured_hours(exp: str, s: dict, runs, cost: pd.DataFrame) -> tuple[float, 
         model, dataset, recipe = run_family(exp, s, run)
         key = (model, dataset, recipe["name"])
         if key not in cost.index:
+            key = same_step(cost, model, dataset, recipe)
+        if key is None:
             total, unpriced = total + run_hours(s, model), unpriced + 1
             continue
         c, n = cost.loc[key], run_steps(recipe, dataset)
@@ -137,6 +139,20 @@ def measured_hours(exp: str, s: dict, runs, cost: pd.DataFrame) -> tuple[float, 
             seconds *= (depth + 1) / (timed + 1)
         total += seconds / 3600
     return total, unpriced
+
+
+def same_step(cost: pd.DataFrame, model: str, dataset: str, recipe: dict) -> tuple | None:
+    """The cost table's row for a recipe it did not time, when it timed another of the same step:
+    the same model and dataset at the same batch size and precision (an optimizer's constants,
+    such as RP-T5's weight decay 5e-4 beside rp-cifar10's 1e-4, change no step's work); None when
+    it timed none."""
+    if not {"batch_size", "precision"} <= set(cost.columns):
+        return None
+    for key, row in cost.iterrows():
+        if (key[:2] == (model, dataset) and row["batch_size"] == recipe.get("batch_size")
+                and row["precision"] == recipe.get("precision")):
+            return key
+    return None
 
 
 def _resources(s: dict, runs, scale: str) -> dict:
@@ -311,6 +327,19 @@ def price(table: pd.DataFrame, ids: list[str] | None = None) -> pd.DataFrame:
     return by_id.loc[ids]
 
 
+def shared_note(config: dict, scale: str, ids: list[str] | None = None) -> str:
+    """The runs tables (of ``ids``; default what `all` builds) take from other tables (config
+    ``shared``), in one sentence: those runs are trained, and priced, once, under their source's
+    jobs. "" where no table takes any."""
+    from . import shared
+
+    taken = [(e, shared.source(config, e, scale), len(shared.shared_runs(config, e, scale)))
+             for e in ids or default_experiments(config, scale)]
+    said = [f"{e} takes {n:,} of its runs from {src}" for e, src, n in taken if n]
+    return (f"Shared runs (config `shared`): {'; '.join(said)}; each is trained and priced once, in its "
+            f"source's jobs, which the taking table's target alone also runs.") if said else ""
+
+
 def numbers(config: dict, scale: str = "paper", cost: pd.DataFrame | None = None) -> dict[str, str]:
     """The bill's numbers as the documentation quotes them (``<!-- plan:jobs -->1,736<!-- /plan -->``
     and the like in README.md and docs/*.md, written by ``--write-docs``): pages never carry a typed
@@ -417,7 +446,8 @@ def rp_tables_markdown(config: dict, root: Path, cost_path: str = DOCS_COST) -> 
         f"the pruning job before it {_one(asks['prune']['cpus'])} CPUs and {gb['prune']} GB "
         f"({fmt_hours(table['cpu_hours'].sum())} CPU-hours in all five). The five tables answer "
         f"{sum(claims.get(e, 0) for e in RP_GPU_TABLES)} claims ("
-        f"{', '.join(f'{e} {claims.get(e, 0)}' for e in RP_GPU_TABLES)}).\n")
+        f"{', '.join(f'{e} {claims.get(e, 0)}' for e in RP_GPU_TABLES)}). "
+        f"{shared_note(config, 'paper', RP_GPU_TABLES)}".rstrip() + "\n")
 
 
 def _one(values: pd.Series) -> str:
@@ -469,6 +499,43 @@ def write_docs(root: Path) -> list[Path]:
     return changed
 
 
+AUDIT = "reference/paper/RP/mask-audit.csv"
+
+
+def collapsed_cells(audit: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell of a mask audit (``python -m reluinit.tools.mask_audit``) whose net empties a
+    layer or its classifier: table, dataset, model, activation, method, sparsity, layers emptied,
+    classifier weights kept, the paper's accuracy, chance and whether the paper reports more than
+    chance there (1.5 points above it: ours); those first."""
+    cells = audit.drop_duplicates(["table", "dataset", "model", "activation", "method", "sparsity"])
+    bad = cells[cells["emptied_layers"] > 0].copy()
+    bad["paper_above_chance"] = bad["paper_acc"] > bad["chance"] + 1.5
+    return bad.sort_values(["paper_above_chance", "table"], ascending=[False, True], kind="stable")[
+        ["table", "dataset", "model", "activation", "method", "sparsity", "emptied_layers", "classifier_kept",
+         "paper_acc", "chance", "paper_above_chance", "stand_in"]]
+
+
+def collapse_note(root: Path, ids: list[str] | None = None) -> str:
+    """What the committed mask audit (``AUDIT`` under ``root``) says a build would pay for in vain:
+    the cells of ``ids`` (default: all) whose nets empty a layer or the classifier, or that no cell
+    does; "" without an audit."""
+    path = root / AUDIT
+    if not path.exists():
+        return ""
+    audit = pd.read_csv(path)
+    if ids:
+        audit = audit[audit["table"].isin(ids)]
+    bad = collapsed_cells(audit)
+    n_cells = len(audit.drop_duplicates(["table", "dataset", "model", "activation", "method", "sparsity"]))
+    head = f"Mask audit ({AUDIT}: seed 0, the paper's sizes; SNIP/GraSP on a stand-in batch): "
+    if bad.empty:
+        return head + f"no net of its {n_cells} cells empties a layer or its classifier."
+    shown = bad.assign(paper_acc=bad["paper_acc"].map(lambda v: "-" if v != v else f"{v:g}"))
+    return (head + f"{len(bad)} of its {n_cells} cells train a net with an emptied layer or classifier "
+            f"({int(bad['paper_above_chance'].sum())} where the paper reports more than chance); they train, "
+            f"and read at chance:\n" + shown.to_string(index=False))
+
+
 def print_price(bill: pd.DataFrame, scale: str, cost: str | None) -> None:
     """The price per catalogue id and the sum of those shown."""
     bill = bill.copy()
@@ -514,6 +581,10 @@ def main(argv: list[str] | None = None) -> int:
                          f"(CATALOGUE.md lists them)")
         table = jobs(config, args.scale, args.ids, cost=cost)
         print_price(price(table, args.ids), args.scale, args.cost)
+        if shared_note(config, args.scale, args.ids):
+            print(f"\n{shared_note(config, args.scale, args.ids)}")
+        if args.scale != "quick" and collapse_note(Path(args.config).resolve().parent, args.ids):
+            print(f"\n{collapse_note(Path(args.config).resolve().parent, args.ids)}")
         if args.csv:
             table.to_csv(args.csv, index=False)
         return 0
@@ -536,6 +607,10 @@ def main(argv: list[str] | None = None) -> int:
               f"(runtime_h: the longest job's):\n")
         print(per_exp.round(2).to_string())
     print_price(price(table), args.scale, args.cost)
+    if shared_note(config, args.scale):
+        print(f"\n{shared_note(config, args.scale)}")
+    if args.scale != "quick" and collapse_note(Path(args.config).resolve().parent):
+        print(f"\n{collapse_note(Path(args.config).resolve().parent)}")
     summary = totals(table)
     print(f"\nTotals ({args.scale} scale; figure, report and fetch jobs are local and not priced):\n")
     print(summary.round(1).to_string())

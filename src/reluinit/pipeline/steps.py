@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from . import catalogue, jobs, paths, plan
+from .shared import take
 
 
 def measure(exp_id: str, job: str, s: dict, inputs: list, output: str, masks_files: list, log_path: str, *,
@@ -35,16 +36,24 @@ def measure(exp_id: str, job: str, s: dict, inputs: list, output: str, masks_fil
     jobs.write_parts(frames, output, experiment=exp_id, scale=scale)
 
 
-def draw(exp_id: str, parts: list, s: dict, out, log_path: str, scale: str) -> None:
+def draw(exp_id: str, parts: list, s: dict, out, log_path: str, scale: str, shared: dict | None = None) -> None:
     """Combine one experiment's parts into its tidy table, plot its catalogue figure as PDF and PNG,
     write the scale and settings it was built with (what the report caption reads back), and log
     the numbers a reader compares with the paper (the experiment's summary). ``out``: the paths
-    ``table``, ``pdf``, ``png`` and ``built``."""
+    ``table``, ``pdf``, ``png`` and ``built``. ``shared``: ``{part file: [run keys]}``, parts of
+    another experiment among ``parts`` of which the table takes only these runs' rows (config
+    ``shared``; they keep that experiment's id and part, which trained them)."""
     from ..report import plotting
 
     log = jobs.start(log_path, threads=None)  # no torch here; each id's log is its own
     summary = catalogue.figures_of(exp_id)[1]  # reluinit.figures.<module>: tables in, figures out
-    table = pd.concat([jobs.read_table(p) for p in parts], ignore_index=True)  # each checked against its seal
+    shared = shared or {}
+    frames = [jobs.read_table(p) for p in parts]  # each checked against its seal
+    frames = [take(f, shared[p], where=p) if p in shared else f for p, f in zip(parts, frames)]
+    if shared:
+        log.info("%s: the rows of %d runs from %d part(s) of another table (config `shared`)", exp_id,
+                 sum(map(len, shared.values())), len(shared))
+    table = pd.concat(frames, ignore_index=True)
     if catalogue.ENTRIES[exp_id].source:  # a view of another experiment's runs: its own id on its rows
         table["experiment"] = exp_id
     jobs.check_finite(table, exp_id, catalogue.undefined(exp_id), out["table"])  # a part written before the check

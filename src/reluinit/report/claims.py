@@ -57,6 +57,7 @@ import pandas as pd
 import yaml
 
 from ..pipeline import catalogue, jobs, paths
+from ..pipeline.shared import take
 from ..pipeline.config import read_yaml, yaml_problem
 
 REPRODUCED, NOT_REPRODUCED, NOT_RUN = "reproduced", "not reproduced", "not run at this scale"
@@ -501,19 +502,23 @@ def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str) -> dict:
 LIMITS = {"cpu_seconds": 60, "memory_bytes": 8 * 2**30}
 
 
-def scorecard(claims: list[Claim], results: str, scale: str, limits: dict | None = None) -> pd.DataFrame:
+def scorecard(claims: list[Claim], results: str, scale: str, limits: dict | None = None,
+              config: dict | None = None) -> pd.DataFrame:
     """Every claim evaluated against the tables under ``results`` (tables read once each), in a
     child process under ``limits`` (``LIMITS``): a claim whose measure runs past its CPU seconds or
-    memory gets an "invalid" row that says so and names it, and the child starts again after it."""
+    memory gets an "invalid" row that says so and names it, and the child starts again after it.
+    ``config``: the workflow config, whose ``shared`` runs a partial table (``_table``) takes from
+    the tables it shares them with."""
     import multiprocessing as mp
 
     limits = {**LIMITS, **(limits or {})}
+    shared = _shared_runs(config, {c.table for c in claims}, scale) if config else {}
     rows: list[dict] = []
     ctx = mp.get_context("fork")
     while len(rows) < len(claims):
         todo = claims[len(rows):]
         receive, send = ctx.Pipe(duplex=False)
-        child = ctx.Process(target=_judge_all, args=(todo, results, scale, limits, send), daemon=True)
+        child = ctx.Process(target=_judge_all, args=(todo, results, scale, limits, send, shared), daemon=True)
         child.start()
         send.close()
         while len(rows) < len(claims):
@@ -533,7 +538,7 @@ def scorecard(claims: list[Claim], results: str, scale: str, limits: dict | None
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def _judge_all(claims: list[Claim], results: str, scale: str, limits: dict, send) -> None:
+def _judge_all(claims: list[Claim], results: str, scale: str, limits: dict, send, shared: dict | None = None) -> None:
     """The child of ``scorecard``: each claim judged under the limits, its row sent as it is done."""
     import resource
 
@@ -541,7 +546,7 @@ def _judge_all(claims: list[Claim], results: str, scale: str, limits: dict, send
     tables: dict[str, pd.DataFrame | None] = {}
     for c in claims:
         if c.table not in tables:
-            tables[c.table] = _table(results, c.table)
+            tables[c.table] = _table(results, c.table, (shared or {}).get(c.table))
         used = int(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]))
         resource.setrlimit(resource.RLIMIT_CPU, (used + limits["cpu_seconds"], resource.RLIM_INFINITY))
         try:
@@ -582,21 +587,42 @@ def _over_limit(claim: Claim, scale: str, what: str) -> dict:
                 f"invalid: its measure {what} and was stopped; make it cheaper in claims.yaml (claim {claim.id})")
 
 
-def _table(results: str, exp: str) -> pd.DataFrame | None:
+def _table(results: str, exp: str, shared: dict[str, list[str]] | None = None) -> pd.DataFrame | None:
     """``exp``'s table under ``results``; for an experiment still running across sessions (the
     reference keeps its finished jobs, ``reference export``), its finished parts' rows together,
-    marked ``attrs["partial"]`` with their count: its claims are judged on the cells those hold, and
-    say so; None when there is neither."""
+    with those of the runs it takes from other experiments (``shared``: ``{experiment: [run keys]}``)
+    that their tables or finished parts hold, marked ``attrs["partial"]`` with the count of jobs they
+    come from: its claims are judged on the cells those hold, and say so; None when there is none."""
     p = Path(paths.existing_table(results, exp))
     if p.exists():
         return pd.read_csv(p)
     parts = sorted(Path(paths.part(results, exp, "x")).parent.glob("*.csv*"))
-    parts = [f for f in parts if f.name.endswith((".csv", ".csv.gz"))]
-    if not parts:
+    frames = [pd.read_csv(f) for f in parts if f.name.endswith((".csv", ".csv.gz"))]
+    jobs_done = len(frames)
+    for src, runs in (shared or {}).items():
+        theirs = _table(results, src)
+        taken = take(theirs, runs) if theirs is not None else None
+        if taken is not None and len(taken):
+            frames.append(taken)
+            jobs_done += taken["part"].nunique() if "part" in taken else 1
+    if not frames:
         return None
-    table = pd.concat([pd.read_csv(f) for f in parts], ignore_index=True)
-    table.attrs["partial"] = len(parts)
+    table = pd.concat(frames, ignore_index=True)
+    table.attrs["partial"] = jobs_done
     return table
+
+
+def _shared_runs(config: dict, exps, scale: str) -> dict[str, dict[str, list[str]]]:
+    """``{experiment: {source: [its run keys]}}``: the runs each of ``exps`` takes from another
+    (config ``shared``), for ``_table``."""
+    from ..pipeline import shared
+
+    out = {}
+    for exp in sorted(exps):
+        if exp in config["experiments"] and shared.source(config, exp, scale):
+            twins = shared.twins(config, exp, scale)
+            out[exp] = {shared.source(config, exp, scale): [run for _, run in twins.values()]}
+    return out
 
 
 def read(path: str | Path) -> pd.DataFrame:

@@ -558,7 +558,9 @@ def render(root: str | Path, claims_file: str = "claims.yaml", notebooks: bool =
     ``reference/README.md`` and the README's verdict block."""
     root = Path(root)
     listed = claims.load(claims_file)
-    card = claims.scorecard(listed, str(root), "paper")
+    config_file = Path(claims_file).with_name("config.yaml")  # its `shared` runs fill partial tables
+    config = yaml.safe_load(config_file.read_text()) if config_file.exists() else None
+    card = claims.scorecard(listed, str(root), "paper", config=config)
     (root / "claims").mkdir(parents=True, exist_ok=True)
     card.to_csv(paths.scorecard(str(root), "csv"), index=False)
     for paper in PAPERS:

@@ -1,0 +1,200 @@
+"""What every GPU table's pruning does to its nets, at the papers' sizes, on the CPU: the mask audit.
+
+    python -m reluinit.tools.mask_audit [--scale paper] [--tables RP-T1 RP-T2 RP-T3 RP-T5 RP-T9]
+        [--out reference/paper/RP/mask-audit.csv]
+
+RP's trained tables cost about a thousand GPU-hours on a cluster; a net whose pruning empties a
+layer or its classifier can only guess one class, however long it trains. This prunes each
+distinct net of those tables (table, dataset, model, activation, method) at its real size, with
+seed 0, at every sparsity of its table, with the code a cluster job runs (``rp_train.run_model``,
+``rp_train.pruning_batch``, ``pruning.prune_each``: one scoring per net, each sparsity's masks
+equal to its own ``prune`` call's). Magnitude, SynFlow and random pruning read no data: their
+masks are exactly a job's at seed 0. SNIP, GraSP and their Stable-ResNet and rescaled forms score
+a stand-in batch of the dataset's shape and classes (uniform random pixels, normalised with the
+dataset's constants; ``stand_in`` True): no CIFAR or Tiny ImageNet here, so their masks show what
+the net's scale does, not what the data does.
+
+One row per (table, model, method, sparsity, layer) with the layer's kept fraction, and per net
+``emptied_layers``, ``classifier_kept`` of ``classifier_weights`` and ``collapse`` (in words, ""
+when nothing is emptied), beside the paper's accuracy for the cell (``paper_acc``, claims.yaml)
+and chance (100 / classes). ``python -m reluinit.pipeline.plan`` lists the collapsed cells from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import torch
+
+from ..datasets import FIXED_STATS, Split
+from ..pruning import collapse, layer_table, prune_each, sparsity
+
+log = logging.getLogger("reluinit.mask_audit")
+
+TABLES = ("RP-T1", "RP-T2", "RP-T3", "RP-T5", "RP-T9")
+SHAPES = {"cifar10": ((3, 32, 32), 10), "cifar100": ((3, 32, 32), 100), "tiny_imagenet": ((3, 64, 64), 200),
+          "digits": ((1, 8, 8), 10)}
+DATA_FREE = ("random", "magnitude", "synflow")
+COLUMNS = ["table", "dataset", "in_shape", "classes", "model", "net", "activation", "method", "pruner", "init",
+           "sparsity", "layer", "name", "weights", "kept", "kept_fraction", "collapsed", "achieved_sparsity",
+           "emptied_layers", "classifier_kept", "classifier_weights", "collapse", "s_cr", "stand_in", "paper_acc",
+           "chance", "seconds"]
+
+
+def stand_in(dataset: str, per_class: int) -> tuple[Split, SimpleNamespace]:
+    """A split of ``per_class`` uniform random images of every class, of ``dataset``'s shape, and
+    its normalisation (the authors' constants where the runs use them, else mean 0.5, sd 0.25)."""
+    (c, h, w), classes = SHAPES[dataset]
+    gen = torch.Generator().manual_seed(0)
+    x = torch.rand((classes * per_class, c, h, w), generator=gen)
+    y = torch.arange(classes).repeat_interleave(per_class)
+    mean, std = FIXED_STATS.get(dataset, ((0.5,) * c, (0.25,) * c))
+    norm = SimpleNamespace(mean=torch.tensor(mean).view(1, c, 1, 1), std=torch.tensor(std).view(1, c, 1, 1))
+    return Split(x, y, dataset), norm
+
+
+def paper_values(claims_path: str | Path, table: str) -> dict[tuple, float]:
+    """The paper's mean accuracy (%) of each cell of ``table``'s claim, keyed by its key values."""
+    import yaml
+
+    claims = yaml.safe_load(Path(claims_path).read_text())["claims"]
+    claim = next((c for c in claims if c["id"] == table), None)
+    if claim is None:
+        return {}
+    n = len(claim["keys"])
+    return {tuple(row[:n]): row[n] for row in claim["rows"]}
+
+
+def nets(config: dict, tables: list[str], scale: str):
+    """``(table, settings, net fields, sparsities)`` for every distinct net of ``tables``, where
+    net fields are a run of rep 0 and seed 0 (``rp_train``'s own runs, so a shared or renamed axis
+    is read as the jobs read it)."""
+    from ..experiments import rp_train
+    from ..pipeline.config import settings
+
+    for table in tables:
+        s = settings(config, table, scale)
+        runs = rp_train._runs(s, rp_train._table_axes(s))
+        by_net: dict[tuple, dict] = {}
+        for run in runs.values():
+            if run["rep"] != 0:
+                continue
+            fields = (run["dataset"], run["model"], run["activation"], run["method"])
+            by_net.setdefault(fields, {"run": {**run, "seed": 0}, "sparsities": []})["sparsities"].append(run["sparsity"])
+        for fields, net in by_net.items():
+            yield table, rp_train._run_settings(s, net["run"]), net["run"], net["sparsities"]
+
+
+def audit_net(table: str, s: dict, run: dict, sparsities: list[float], paper: dict[tuple, float],
+              keys: list[str]) -> pd.DataFrame:
+    """The rows of one net (module doc): built, initialized and pruned as its cluster job does it."""
+    from ..experiments import rp_train
+
+    pruner = rp_train.method(run["method"])[0]
+    grasp = s.get("grasp_batch", {}).get(run["dataset"], {})
+    per_class = max(s["batch_per_class"], grasp.get("per_class", 0) * grasp.get("draws", 0))
+    split, norm = stand_in(run["dataset"], per_class)
+    model, name, _, _ = rp_train.run_model(s, run, split)
+    batch = rp_train.pruning_batch(s, run, pruner, norm, split, "cpu")
+    if pruner in DATA_FREE:
+        batch = {"in_shape": batch["in_shape"]}
+    start = time.perf_counter()
+    results = prune_each(model, pruner, [1 - sp for sp in sparsities], **batch, seed=0,
+                         rounds=s.get("synflow_rounds", 100))
+    seconds = time.perf_counter() - start
+    (c, h, w), classes = SHAPES[run["dataset"]]
+    init = "he" if pruner == "magnitude" and "resnet" in name else (
+        "kaiming_fan_out" if "resnet" in name and run["init"] == "he" else run["init"])
+    rows = []
+    for sp, (masks, s_cr) in zip(sparsities, results):
+        last = list(masks)[-1]
+        t = layer_table(masks).rename(columns={"density": "kept_fraction"})
+        cell = tuple({**run, "sparsity": sp}[k] for k in keys)
+        t = t.assign(table=table, dataset=run["dataset"], in_shape=f"{c}x{h}x{w}", classes=classes, model=run["model"],
+                     net=name, activation=run["activation"], method=run["method"], pruner=pruner, init=init,
+                     sparsity=sp, achieved_sparsity=sparsity(masks), emptied_layers=int(t["collapsed"].sum()),
+                     classifier_kept=int(masks[last].sum()), classifier_weights=masks[last].numel(),
+                     collapse=collapse(masks), s_cr=s_cr, stand_in=pruner not in DATA_FREE,
+                     paper_acc=paper.get(cell, float("nan")), chance=100 / classes, seconds=round(seconds, 1))
+        rows.append(t)
+        log.info("%s %s %s %s at %.3g: %d layers emptied, classifier keeps %d of %d (paper %s%%)%s", table,
+                 run["dataset"], name, run["method"], sp, t["emptied_layers"].iloc[0], t["classifier_kept"].iloc[0],
+                 masks[last].numel(), t["paper_acc"].iloc[0], f": {collapse(masks)}" if collapse(masks) else "")
+    return pd.concat(rows, ignore_index=True)[COLUMNS]
+
+
+def run(config: dict, tables: list[str], scale: str, out: str | Path, claims: str | Path = "claims.yaml") -> pd.DataFrame:
+    """The audit of ``tables`` at ``scale``, written to ``out`` as each net finishes (a run stopped
+    half-way keeps its nets, and a rerun skips them)."""
+    out = Path(out)
+    done = pd.read_csv(out) if out.exists() else pd.DataFrame(columns=COLUMNS)
+    have = set(zip(done["table"], done["dataset"], done["model"], done["activation"], done["method"]))
+    parts = [done] if len(done) else []
+    for table, s, run_, sparsities in sorted(nets(config, tables, scale), key=_cost):
+        if (table, run_["dataset"], run_["model"], run_["activation"], run_["method"]) in have:
+            continue
+        parts.append(audit_net(table, s, run_, sparsities, paper_values(claims, table), _keys(claims, table)))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        pd.concat(parts, ignore_index=True).to_csv(out, index=False)
+    audit = pd.concat(parts, ignore_index=True) if parts else done
+    order = {t: i for i, t in enumerate(tables)}
+    audit = audit.sort_values(["table", "dataset", "model", "activation", "method", "sparsity", "layer"],
+                              key=lambda c: c.map(order) if c.name == "table" else c, kind="stable")
+    audit.to_csv(out, index=False)
+    return audit
+
+
+def _cost(net) -> tuple:
+    """Cheap nets first (data-free pruners, then SNIP's one batch, then GraSP's second-order passes;
+    small inputs and shallow nets first): a run stopped early has the most nets."""
+    from ..experiments import rp_train
+
+    table, s, run, _ = net
+    pruner = rp_train.method(run["method"])[0]
+    rank = 0 if pruner in DATA_FREE else 1 if pruner == "snip" else 2
+    (c, h, w), classes = SHAPES[run["dataset"]]
+    depth = int("".join(ch for ch in run["model"] if ch.isdigit()) or 0)
+    return rank, h * w, classes, depth
+
+
+def _keys(claims: str | Path, table: str) -> list[str]:
+    import yaml
+
+    claim = next((c for c in yaml.safe_load(Path(claims).read_text())["claims"] if c["id"] == table), None)
+    return claim["keys"] if claim else ["model", "method", "sparsity"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m reluinit.tools.mask_audit", description=__doc__.split("\n\n")[1])
+    ap.add_argument("--scale", default="paper", choices=["paper", "quick", "smoke"])
+    ap.add_argument("--tables", nargs="+", default=list(TABLES))
+    ap.add_argument("--config", default="config.yaml")
+    ap.add_argument("--claims", default="claims.yaml")
+    ap.add_argument("--out", default=None, help="default: reference/<scale>/RP/mask-audit.csv")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    from ..pipeline.config import read_yaml
+
+    config = read_yaml(args.config)
+    out = args.out or f"reference/{args.scale}/RP/mask-audit.csv"
+    start = time.process_time()
+    audit = run(config, args.tables, args.scale, out, args.claims)
+    from ..pipeline.plan import collapsed_cells
+
+    bad = collapsed_cells(audit)
+    print(f"{audit.drop_duplicates(['table', 'dataset', 'model', 'activation', 'method', 'sparsity']).shape[0]} "
+          f"cells audited into {out} ({time.process_time() - start:.0f} s of CPU in this call)")
+    if len(bad):
+        print(f"{len(bad)} cells empty a layer or the classifier:")
+        print(bad.to_string(index=False))
+    else:
+        print("no cell empties a layer or the classifier")
+
+
+if __name__ == "__main__":
+    main()
