@@ -110,8 +110,8 @@ def test_the_mask_audit_prunes_a_tables_nets_as_their_jobs_do(tmp_path):
     layer), the data-free pruners not marked stand-in, the paper's value beside each cell where the
     claim has one, and an MBP net keeping its classifier; the masks of a data-free cell are those of
     the prune job of a run with seed 0."""
-    from reluinit.pipeline.config import read_yaml
     from reluinit.pipeline import plan
+    from reluinit.pipeline.config import read_yaml
 
     config = read_yaml("config.yaml")
     config["experiments"]["RP-T2"]["quick"].update(methods=["mbp", "random", "snip"])
@@ -123,7 +123,8 @@ def test_the_mask_audit_prunes_a_tables_nets_as_their_jobs_do(tmp_path):
     assert (mbp["classifier_kept"] > 0).all() and (mbp["init"] == "he").all()
     assert (audit["chance"] == 10).all()
     again = mask_audit.run(config, ["RP-T2"], "quick", out)  # a rerun skips the nets it has
-    pd.testing.assert_frame_equal(again.reset_index(drop=True), pd.read_csv(out))
+    pd.testing.assert_frame_equal(again.reset_index(drop=True), pd.read_csv(out).fillna({"collapse": ""}),
+                                  check_dtype=False)
     assert list(plan.collapsed_cells(audit).columns)[:6] == ["table", "dataset", "model", "activation", "method",
                                                              "sparsity"]
 
@@ -134,3 +135,28 @@ def test_a_collapsed_net_says_so_in_words():
     said = collapse(masks)
     assert said.startswith("the classifier fc.weight keeps none of its 6 weights") and "b.weight" in said
     assert collapse({"a.weight": torch.ones(2, 2, dtype=torch.bool)}) == ""
+
+
+@pytest.mark.parametrize("emptied, joined", [
+    (["blocks.1.shortcut.0.weight"], True),  # the branch beside it still carries the signal
+    (["blocks.1.shortcut.0.weight", "blocks.1.branch.3.weight"], False),  # both paths of a block cut
+    (["stem.0.weight"], False),  # every path starts there
+    ([], True)])
+def test_connected_tells_a_cut_net_from_one_with_a_path_around_an_emptied_layer(emptied, joined):
+    """``connected`` against brute force: a ResNet whose masks cut every path gives the same output
+    for any two inputs (eval mode), one with a path left gives different ones; an emptied shortcut
+    with its block's branch kept is such a path, and ``collapse`` says the net can still learn."""
+    from reluinit.pruning import apply_masks, connected, prunable
+
+    torch.manual_seed(0)
+    net = build("resnet8", 10, (3, 8, 8))
+    masks = {n: torch.zeros_like(w, dtype=torch.bool) if n in emptied else torch.ones_like(w, dtype=torch.bool)
+             for n, w in prunable(net).items()}
+    assert connected(net, masks, (3, 8, 8)) is joined
+    apply_masks(net, masks)
+    net.eval()
+    with torch.no_grad():
+        a, b = net(torch.randn(2, 3, 8, 8)), net(torch.randn(2, 3, 8, 8))
+    assert (not torch.allclose(a, b)) is joined
+    said = collapse(masks, joined)
+    assert said == "" if not emptied else ("it can learn" in said) is joined

@@ -178,6 +178,11 @@ def test_diverged_and_emptied_runs_are_results_and_jobs_resume(workdir):
     assert f3["diverged"].iloc[-1] and f3["epoch"].max() < 7  # stopped, not trained to the end
     t1 = pd.read_csv(workdir / "results" / "quick" / "RP" / "RP-T1.csv")
     assert (t1["collapsed_layers"] > 0).all() and not t1["run_diverged"].any()
+    # its pruning job said so before training: in its log and in the table beside its masks
+    pruned = (workdir / "results" / "quick" / "logs" / "RP" / "RP-T1" / "masks" / "group0.log").read_text()
+    assert pruned.count("COLLAPSED: ") == t1["run"].nunique() and "can only predict one class" in pruned, pruned
+    facts = pd.read_csv(workdir / "results" / "quick" / "RP" / "RP-T1" / "masks" / "group0.csv")
+    assert facts["collapse"].str.contains("emptied|classifier").all() and "classifier_kept" in facts
     assert (workdir / "results" / "quick" / "figures" / "RP-T1.png").stat().st_size > 1000
 
     part = workdir / "results" / "quick" / "RP" / "RP-T1" / "group0.csv"

@@ -816,20 +816,50 @@ def layer_table(masks: Masks) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def collapse(masks: Masks) -> str:
-    """What ``masks`` empty, in words: "" when every pruned layer keeps a weight, else the emptied
-    layers (layer collapse: no signal passes them), the classifier (the last pruned layer) named
-    first, since a net without one predicts a single class whatever it is trained to."""
+def collapse(masks: Masks, connected: bool | None = None) -> str:
+    """What ``masks`` empty, in words: "" when every pruned layer keeps a weight. An emptied
+    classifier (the last pruned layer), or emptied layers that leave no path from input to output
+    (``connected`` False: ``connected``'s answer), mean a net that predicts one class whatever it is
+    trained to; layers emptied beside a path that survives (a residual block's shortcut, with its
+    branch kept) do not (``connected`` True), and None says it is not known."""
     emptied = [name for name, m in masks.items() if not bool(m.any())]
     if not emptied:
         return ""
     last = list(masks)[-1]
-    words = [f"the classifier {last} keeps none of its {masks[last].numel()} weights"] if last in emptied else []
     others = [n for n in emptied if n != last]
-    if others:
-        words.append(f"{len(others)} other layer{'s' if len(others) > 1 else ''} emptied ({', '.join(others[:4])}"
-                     f"{', ...' if len(others) > 4 else ''})")
-    return "; ".join(words) + ": the net can only predict one class, at chance"
+    listed = (f"{len(others)} layer{'s' if len(others) > 1 else ''} emptied ({', '.join(others[:4])}"
+              f"{', ...' if len(others) > 4 else ''})") if others else ""
+    if last in emptied:
+        return "; ".join([f"the classifier {last} keeps none of its {masks[last].numel()} weights"]
+                         + [listed] * bool(others)) + ": the net can only predict one class, at chance"
+    if connected is False:
+        return f"{listed}: no path from input to output is left, the net predicts one class, at chance"
+    if connected:
+        return f"{listed}, but a path around them is left (a residual block's other branch): it can learn"
+    return f"{listed}: unless a path bypasses them, the net predicts one class"
+
+
+def at_chance(masks: Masks, connected: bool | None = None) -> bool:
+    """Whether ``masks`` leave a net that can only guess (``collapse``): its classifier emptied, or
+    no path from input to output left."""
+    last = list(masks)[-1]
+    return not bool(masks[last].any()) or (connected is False and any(not bool(m.any()) for m in masks.values()))
+
+
+def connected(model: nn.Module, masks: Masks, in_shape: tuple[int, ...]) -> bool:
+    """Whether some path from the input to the output survives ``masks``: the gradient of the
+    output's sum with respect to an all-ones input of SynFlow's linearized net (float64, every
+    parameter and buffer by its absolute value, eval mode: ``_linearized``) with the masks
+    multiplied in is not zero. All its terms are products of non-negative factors along paths, so
+    it is zero exactly when every path crosses a pruned weight."""
+    net, weights, ones = _linearized(model, in_shape)
+    with torch.no_grad():
+        for n, w in weights.items():
+            if n in masks:
+                w.mul_(masks[n].to(w.device))
+    ones.requires_grad_(True)
+    grad, = torch.autograd.grad(net(ones).sum(), [ones])
+    return bool((grad != 0).any())
 
 
 def critical_sparsity(scores: dict[str, torch.Tensor]) -> float:
@@ -913,7 +943,7 @@ def mask_facts(runs: dict[str, dict]) -> pd.DataFrame:
         t = layer_table(run["masks"])
         facts = {k: v for k, v in run.items() if k != "masks"}
         t = t.assign(**facts, achieved_sparsity=sparsity(run["masks"]), collapsed_layers=int(t["collapsed"].sum()),
-                     collapse=collapse(run["masks"]))
+                     collapse=collapse(run["masks"], run.get("connected")))
         t.insert(0, "run", key)
         tables.append(t)
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=["run", "layer", "name"])

@@ -1,7 +1,7 @@
 """Prune one part's nets of a catalogue experiment and write their masks and what the masks do."""
 
 from reluinit.pipeline import catalogue, jobs
-from reluinit.pruning import collapse, mask_facts, save_masks
+from reluinit.pruning import at_chance, collapse, mask_facts, save_masks
 
 log = jobs.start(snakemake.log[0], snakemake.threads)  # noqa: F821 - injected by Snakemake
 jobs.verified(snakemake.input)  # noqa: F821
@@ -13,6 +13,9 @@ facts = mask_facts(runs)
 for run, t in facts.groupby("run", sort=False):
     log.info("%s: sparsity %.4f, %d of %d layers emptied, s_cr %s", run, t["achieved_sparsity"].iloc[0],
              t["collapsed"].sum(), len(t), t["s_cr"].iloc[0] if "s_cr" in t else "n/a")
-    if said := collapse(runs[run]["masks"]):  # a result (it still trains), said before the GPU-hours are spent
-        log.warning("%s: COLLAPSED: %s", run, said)
+    masks, linked = runs[run]["masks"], runs[run].get("connected")
+    if at_chance(masks, linked):  # a result (it still trains), said before the GPU-hours are spent
+        log.warning("%s: COLLAPSED: %s", run, collapse(masks, linked))
+    elif said := collapse(masks, linked):
+        log.warning("%s: %s", run, said)
 jobs.write_table(facts, snakemake.output.facts, experiment=exp_id, scale=snakemake.params.scale, part=key)  # noqa: F821

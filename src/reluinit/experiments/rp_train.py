@@ -23,7 +23,7 @@ from torch import nn
 from .. import datasets
 from ..inits import init_point, initialize
 from ..models import build
-from ..pruning import PRUNERS, apply_masks, collapse, layer_table, prune_with_s_cr, rescale, sparsity
+from ..pruning import PRUNERS, apply_masks, collapse, connected, layer_table, prune_with_s_cr, rescale, sparsity
 from ..training import Checkpoint, Recipe, fit, history_table, load_data
 from . import part_seed, product_runs, training_jobs
 
@@ -89,17 +89,21 @@ def prune_run(s: dict, run: dict, data, device) -> dict:
     batch = pruning_batch(s, run, pruner, train, split, device)
     masks, s_cr = prune_with_s_cr(model, pruner, 1 - run["sparsity"], **batch, seed=run["seed"],
                                   rounds=s.get("synflow_rounds", 100))
-    return {"masks": {n: m.cpu() for n, m in masks.items()}, **run_facts(s, run, name, masks), "s_cr": s_cr,
-            "dataset": split.name}
+    return {"masks": {n: m.cpu() for n, m in masks.items()}, **run_facts(run, name, model, masks, batch["in_shape"]),
+            "s_cr": s_cr, "dataset": split.name}
 
 
-def run_facts(s: dict, run: dict, name: str, masks) -> dict:
-    """What a pruning job records beside a run's masks: its model, method, sparsity and seed, and
-    how many weights its classifier (the last pruned layer) keeps: 0 means the net can only guess
-    one class, and its log says so (``pruning.collapse``)."""
+def run_facts(run: dict, name: str, model: nn.Module, masks, in_shape) -> dict:
+    """What a pruning job records beside a run's masks: its model, method, sparsity and seed, how
+    many weights its classifier (the last pruned layer) keeps, and whether a path from input to
+    output survives (``pruning.connected``, asked only when a layer is emptied): an emptied
+    classifier or no path left means a net that can only guess one class, and its log says so
+    (``pruning.collapse``)."""
     last = list(masks)[-1]
+    emptied = any(not bool(m.any()) for m in masks.values())
     return {"model": name, "method": run["method"], "sparsity": run["sparsity"], "net_seed": run["seed"],
-            "classifier_kept": int(masks[last].sum())}
+            "classifier_kept": int(masks[last].sum()),
+            "connected": connected(model, masks, in_shape) if emptied else True}
 
 
 def pruning_batch(s: dict, run: dict, pruner: str, train, split, device) -> dict:
@@ -139,7 +143,7 @@ def train_pruned(s: dict, run: dict, data, device, checkpoint: Checkpoint | None
     log.info("run %s: %s, %s init (sigma_w %s), %s at sparsity %.4g, %d layers emptied", run["key"], name,
              run["init"], sigma_w, run["method"], run["sparsity"], collapsed)
     if masks and (said := collapse(masks)):
-        log.warning("run %s: COLLAPSED: %s (it trains: a collapsed net is a result)", run["key"], said)
+        log.warning("run %s: %s (it trains: a collapsed net is a result)", run["key"], said)
     recipe = Recipe.from_settings(s["recipe"])
     result = fit(model, train, test, recipe, seed=run["seed"], checkpoint=checkpoint, masks=masks)
     return history_table(result, run=run["key"], dataset=split.name, model=name, activation=run["activation"],

@@ -505,14 +505,15 @@ AUDIT = "reference/paper/RP/mask-audit.csv"
 def collapsed_cells(audit: pd.DataFrame) -> pd.DataFrame:
     """One row per cell of a mask audit (``python -m reluinit.tools.mask_audit``) whose net empties a
     layer or its classifier: table, dataset, model, activation, method, sparsity, layers emptied,
-    classifier weights kept, the paper's accuracy, chance and whether the paper reports more than
-    chance there (1.5 points above it: ours); those first."""
+    classifier weights kept, whether a path from input to output is left and whether the net is
+    therefore at chance, the paper's accuracy, chance and whether the paper reports more than chance
+    there (1.5 points above it: ours); the nets at chance first, those the paper trains first among them."""
     cells = audit.drop_duplicates(["table", "dataset", "model", "activation", "method", "sparsity"])
     bad = cells[cells["emptied_layers"] > 0].copy()
     bad["paper_above_chance"] = bad["paper_acc"] > bad["chance"] + 1.5
-    return bad.sort_values(["paper_above_chance", "table"], ascending=[False, True], kind="stable")[
+    return bad.sort_values(["at_chance", "paper_above_chance", "table"], ascending=[False, False, True], kind="stable")[
         ["table", "dataset", "model", "activation", "method", "sparsity", "emptied_layers", "classifier_kept",
-         "paper_acc", "chance", "paper_above_chance", "stand_in"]]
+         "connected", "at_chance", "paper_acc", "chance", "paper_above_chance", "stand_in"]]
 
 
 def collapse_note(root: Path, ids: list[str] | None = None) -> str:
@@ -531,9 +532,11 @@ def collapse_note(root: Path, ids: list[str] | None = None) -> str:
     if bad.empty:
         return head + f"no net of its {n_cells} cells empties a layer or its classifier."
     shown = bad.assign(paper_acc=bad["paper_acc"].map(lambda v: "-" if v != v else f"{v:g}"))
-    return (head + f"{len(bad)} of its {n_cells} cells train a net with an emptied layer or classifier "
-            f"({int(bad['paper_above_chance'].sum())} where the paper reports more than chance); they train, "
-            f"and read at chance:\n" + shown.to_string(index=False))
+    dead = bad[bad["at_chance"].astype(bool)]
+    return (head + f"{len(bad)} of its {n_cells} cells empty a layer or the classifier; {len(dead)} of them leave "
+            f"no path to the output or no classifier, so they train at chance "
+            f"({int(dead['paper_above_chance'].sum())} where the paper reports more); the others keep a path "
+            f"around the emptied layer:\n" + shown.to_string(index=False))
 
 
 def print_price(bill: pd.DataFrame, scale: str, cost: str | None) -> None:

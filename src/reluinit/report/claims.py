@@ -57,8 +57,8 @@ import pandas as pd
 import yaml
 
 from ..pipeline import catalogue, jobs, paths
-from ..pipeline.shared import take
 from ..pipeline.config import read_yaml, yaml_problem
+from ..pipeline.shared import take
 
 REPRODUCED, NOT_REPRODUCED, NOT_RUN = "reproduced", "not reproduced", "not run at this scale"
 INVALID = "invalid"  # its rows hold NaN or inf where the table's experiment promises numbers

@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 
 from ..datasets import FIXED_STATS, Split
-from ..pruning import collapse, layer_table, prune_each, sparsity
+from ..pruning import at_chance, collapse, connected, layer_table, prune_each, sparsity
 
 log = logging.getLogger("reluinit.mask_audit")
 
@@ -42,8 +42,8 @@ SHAPES = {"cifar10": ((3, 32, 32), 10), "cifar100": ((3, 32, 32), 100), "tiny_im
 DATA_FREE = ("random", "magnitude", "synflow")
 COLUMNS = ["table", "dataset", "in_shape", "classes", "model", "net", "activation", "method", "pruner", "init",
            "sparsity", "layer", "name", "weights", "kept", "kept_fraction", "collapsed", "achieved_sparsity",
-           "emptied_layers", "classifier_kept", "classifier_weights", "collapse", "s_cr", "stand_in", "paper_acc",
-           "chance", "seconds"]
+           "emptied_layers", "classifier_kept", "classifier_weights", "connected", "at_chance", "collapse", "s_cr",
+           "stand_in", "paper_acc", "chance", "seconds"]
 
 
 def stand_in(dataset: str, per_class: int) -> tuple[Split, SimpleNamespace]:
@@ -60,10 +60,8 @@ def stand_in(dataset: str, per_class: int) -> tuple[Split, SimpleNamespace]:
 
 def paper_values(claims_path: str | Path, table: str) -> dict[tuple, float]:
     """The paper's mean accuracy (%) of each cell of ``table``'s claim, keyed by its key values."""
-    import yaml
 
-    claims = yaml.safe_load(Path(claims_path).read_text())["claims"]
-    claim = next((c for c in claims if c["id"] == table), None)
+    claim = _claim(claims_path, table)
     if claim is None:
         return {}
     n = len(claim["keys"])
@@ -86,7 +84,7 @@ def nets(config: dict, tables: list[str], scale: str):
                 continue
             fields = (run["dataset"], run["model"], run["activation"], run["method"])
             by_net.setdefault(fields, {"run": {**run, "seed": 0}, "sparsities": []})["sparsities"].append(run["sparsity"])
-        for fields, net in by_net.items():
+        for net in by_net.values():
             yield table, rp_train._run_settings(s, net["run"]), net["run"], net["sparsities"]
 
 
@@ -113,18 +111,19 @@ def audit_net(table: str, s: dict, run: dict, sparsities: list[float], paper: di
     rows = []
     for sp, (masks, s_cr) in zip(sparsities, results):
         last = list(masks)[-1]
+        linked = connected(model, masks, batch["in_shape"]) if any(not m.any() for m in masks.values()) else True
         t = layer_table(masks).rename(columns={"density": "kept_fraction"})
         cell = tuple({**run, "sparsity": sp}[k] for k in keys)
         t = t.assign(table=table, dataset=run["dataset"], in_shape=f"{c}x{h}x{w}", classes=classes, model=run["model"],
                      net=name, activation=run["activation"], method=run["method"], pruner=pruner, init=init,
                      sparsity=sp, achieved_sparsity=sparsity(masks), emptied_layers=int(t["collapsed"].sum()),
                      classifier_kept=int(masks[last].sum()), classifier_weights=masks[last].numel(),
-                     collapse=collapse(masks), s_cr=s_cr, stand_in=pruner not in DATA_FREE,
+                     connected=linked, at_chance=at_chance(masks, linked), collapse=collapse(masks, linked), s_cr=s_cr, stand_in=pruner not in DATA_FREE,
                      paper_acc=paper.get(cell, float("nan")), chance=100 / classes, seconds=round(seconds, 1))
         rows.append(t)
         log.info("%s %s %s %s at %.3g: %d layers emptied, classifier keeps %d of %d (paper %s%%)%s", table,
                  run["dataset"], name, run["method"], sp, t["emptied_layers"].iloc[0], t["classifier_kept"].iloc[0],
-                 masks[last].numel(), t["paper_acc"].iloc[0], f": {collapse(masks)}" if collapse(masks) else "")
+                 masks[last].numel(), t["paper_acc"].iloc[0], f": {collapse(masks, linked)}" if collapse(masks) else "")
     return pd.concat(rows, ignore_index=True)[COLUMNS]
 
 
@@ -132,13 +131,17 @@ def run(config: dict, tables: list[str], scale: str, out: str | Path, claims: st
     """The audit of ``tables`` at ``scale``, written to ``out`` as each net finishes (a run stopped
     half-way keeps its nets, and a rerun skips them)."""
     out = Path(out)
-    done = pd.read_csv(out) if out.exists() else pd.DataFrame(columns=COLUMNS)
+    done = pd.read_csv(out, keep_default_na=False, na_values=[""]) if out.exists() else pd.DataFrame(columns=COLUMNS)
+    done["collapse"] = done["collapse"].fillna("")
+    if "connected" not in done:  # written before the path check: a net with no layer emptied is connected
+        nets_of = done.groupby(["table", "dataset", "model", "activation", "method"])["emptied_layers"].transform("max")
+        done = done[nets_of == 0].assign(connected=True, at_chance=False)[COLUMNS]
     have = set(zip(done["table"], done["dataset"], done["model"], done["activation"], done["method"]))
     parts = [done] if len(done) else []
-    for table, s, run_, sparsities in sorted(nets(config, tables, scale), key=_cost):
-        if (table, run_["dataset"], run_["model"], run_["activation"], run_["method"]) in have:
+    for table, s, net_run, sparsities in sorted(nets(config, tables, scale), key=_cost):
+        if (table, net_run["dataset"], net_run["model"], net_run["activation"], net_run["method"]) in have:
             continue
-        parts.append(audit_net(table, s, run_, sparsities, paper_values(claims, table), _keys(claims, table)))
+        parts.append(audit_net(table, s, net_run, sparsities, paper_values(claims, table), _keys(claims, table)))
         out.parent.mkdir(parents=True, exist_ok=True)
         pd.concat(parts, ignore_index=True).to_csv(out, index=False)
     audit = pd.concat(parts, ignore_index=True) if parts else done
@@ -157,15 +160,22 @@ def _cost(net) -> tuple:
     table, s, run, _ = net
     pruner = rp_train.method(run["method"])[0]
     rank = 0 if pruner in DATA_FREE else 1 if pruner == "snip" else 2
-    (c, h, w), classes = SHAPES[run["dataset"]]
+    _, classes = SHAPES[run["dataset"]]
+    (_, h, w) = SHAPES[run["dataset"]][0]
     depth = int("".join(ch for ch in run["model"] if ch.isdigit()) or 0)
     return rank, h * w, classes, depth
 
 
-def _keys(claims: str | Path, table: str) -> list[str]:
+def _claim(claims: str | Path, table: str) -> dict | None:
+    """The claim judging ``table``'s cells (claims.yaml's ``cells:`` section), None without one."""
     import yaml
 
-    claim = next((c for c in yaml.safe_load(Path(claims).read_text())["claims"] if c["id"] == table), None)
+    loaded = yaml.safe_load(Path(claims).read_text())
+    return next((c for c in loaded.get("cells", []) + loaded.get("claims", []) if c["id"] == table), None)
+
+
+def _keys(claims: str | Path, table: str) -> list[str]:
+    claim = _claim(claims, table)
     return claim["keys"] if claim else ["model", "method", "sparsity"]
 
 
