@@ -499,7 +499,7 @@ def write_docs(root: Path) -> list[Path]:
     return changed
 
 
-AUDIT = "reference/paper/RP/mask-audit.csv"
+AUDIT = "reference/paper/RP/mask-audit.csv.gz"
 
 
 def collapsed_cells(audit: pd.DataFrame) -> pd.DataFrame:
@@ -536,7 +536,7 @@ def collapse_note(root: Path, ids: list[str] | None = None) -> str:
     return (head + f"{len(bad)} of its {n_cells} cells empty a layer or the classifier; {len(dead)} of them leave "
             f"no path to the output or no classifier, so they train at chance "
             f"({int(dead['paper_above_chance'].sum())} where the paper reports more); the others keep a path "
-            f"around the emptied layer:\n" + shown.to_string(index=False))
+            f"around the emptied layer:\n" + "\n".join(f"  {line}" for line in shown.to_string(index=False).splitlines()))
 
 
 def print_price(bill: pd.DataFrame, scale: str, cost: str | None) -> None:

@@ -1,7 +1,7 @@
 """What every GPU table's pruning does to its nets, at the papers' sizes, on the CPU: the mask audit.
 
     python -m reluinit.tools.mask_audit [--scale paper] [--tables RP-T1 RP-T2 RP-T3 RP-T5 RP-T9]
-        [--out reference/paper/RP/mask-audit.csv]
+        [--out reference/paper/RP/mask-audit.csv.gz]
 
 RP's trained tables cost about a thousand GPU-hours on a cluster; a net whose pruning empties a
 layer or its classifier can only guess one class, however long it trains. This prunes each
@@ -18,6 +18,7 @@ One row per (table, model, method, sparsity, layer) with the layer's kept fracti
 ``emptied_layers``, ``classifier_kept`` of ``classifier_weights`` and ``collapse`` (in words, ""
 when nothing is emptied), beside the paper's accuracy for the cell (``paper_acc``, claims.yaml)
 and chance (100 / classes). ``python -m reluinit.pipeline.plan`` lists the collapsed cells from it.
+A stopped audit resumes: a rerun skips the nets its file already holds.
 """
 
 from __future__ import annotations
@@ -143,27 +144,40 @@ def run(config: dict, tables: list[str], scale: str, out: str | Path, claims: st
             continue
         parts.append(audit_net(table, s, net_run, sparsities, paper_values(claims, table), _keys(claims, table)))
         out.parent.mkdir(parents=True, exist_ok=True)
-        pd.concat(parts, ignore_index=True).to_csv(out, index=False)
+        _write(pd.concat(parts, ignore_index=True), out)
     audit = pd.concat(parts, ignore_index=True) if parts else done
     order = {t: i for i, t in enumerate(tables)}
     audit = audit.sort_values(["table", "dataset", "model", "activation", "method", "sparsity", "layer"],
                               key=lambda c: c.map(order) if c.name == "table" else c, kind="stable")
-    audit.to_csv(out, index=False)
+    _write(audit, out)
     return audit
 
 
-def _cost(net) -> tuple:
-    """Cheap nets first (data-free pruners, then SNIP's one batch, then GraSP's second-order passes;
-    small inputs and shallow nets first): a run stopped early has the most nets."""
+def _write(audit: pd.DataFrame, out: Path) -> None:
+    """The audit as CSV, gzipped (with no timestamp, so the same rows give the same bytes) where
+    ``out`` ends in .gz: the paper scale's 242 cells hold some 15,000 layer rows."""
+    gz = {"method": "gzip", "mtime": 0} if out.suffix == ".gz" else None
+    audit.to_csv(out, index=False, compression=gz)
+
+
+def _cost(net) -> float:
+    """A net's audit cost in batched float32 forward passes of one 32x32 image through a 32-layer net,
+    roughly: the data-free pruners nothing, SNIP three passes of its batch, GraSP six of its draws,
+    SynFlow its rounds at each sparsity (one image, float64). Cheap nets first, so a run stopped
+    early has the most cells."""
     from ..experiments import rp_train
 
-    table, s, run, _ = net
+    table, s, run, sparsities = net
     pruner = rp_train.method(run["method"])[0]
-    rank = 0 if pruner in DATA_FREE else 1 if pruner == "snip" else 2
-    _, classes = SHAPES[run["dataset"]]
-    (_, h, w) = SHAPES[run["dataset"]][0]
-    depth = int("".join(ch for ch in run["model"] if ch.isdigit()) or 0)
-    return rank, h * w, classes, depth
+    (_, h, w), classes = SHAPES[run["dataset"]]
+    model = run["model"]
+    size = {"vgg16": 32, "vgg16x3": 96}.get(model) or int("".join(ch for ch in model if ch.isdigit()) or 32)
+    grasp = s.get("grasp_batch", {}).get(run["dataset"], {"per_class": s["batch_per_class"], "draws": 1})
+    # SynFlow runs one image at a time in float64: about seven times a batched float32 image's time here
+    passes = {"random": 0, "magnitude": 0, "synflow": 7 * 2 * 3 * s.get("synflow_rounds", 100) * len(sparsities),
+              "snip": 3 * s["batch_per_class"] * classes,
+              "grasp": 6 * grasp["per_class"] * grasp["draws"] * classes}.get(pruner, 0)
+    return passes * size / 32 * h * w / 1024
 
 
 def _claim(claims: str | Path, table: str) -> dict | None:
@@ -185,13 +199,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tables", nargs="+", default=list(TABLES))
     ap.add_argument("--config", default="config.yaml")
     ap.add_argument("--claims", default="claims.yaml")
-    ap.add_argument("--out", default=None, help="default: reference/<scale>/RP/mask-audit.csv")
+    ap.add_argument("--out", default=None, help="default: reference/<scale>/RP/mask-audit.csv.gz")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     from ..pipeline.config import read_yaml
 
     config = read_yaml(args.config)
-    out = args.out or f"reference/{args.scale}/RP/mask-audit.csv"
+    out = args.out or f"reference/{args.scale}/RP/mask-audit.csv.gz"
     start = time.process_time()
     audit = run(config, args.tables, args.scale, out, args.claims)
     from ..pipeline.plan import collapsed_cells
