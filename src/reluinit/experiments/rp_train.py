@@ -69,10 +69,14 @@ def run_model(s: dict, run: dict, split) -> tuple[nn.Module, str, float | None, 
                   depth=run.get("depth"))
     scheme, sigma_w, sigma_b = init_point(run["init"], run["activation"],
                                           s.get("eoc_sigma_b", {}).get(run["activation"], 0.0), s.get("ordered"))
-    if scheme == "he" and "resnet" in name and pruner != "magnitude":
-        scheme = "kaiming_fan_out"
-    initialize(model, scheme, sigma_w=sigma_w, sigma_b=sigma_b, seed=run["seed"])
+    initialize(model, resnet_scheme(scheme, name, pruner), sigma_w=sigma_w, sigma_b=sigma_b, seed=run["seed"])
     return model, name, sigma_w, sigma_b
+
+
+def resnet_scheme(scheme: str, name: str, pruner: str | None) -> str:
+    """The init a run's net gets for ``scheme``: He on a ResNet is the authors' ``kaiming_fan_out``,
+    except under magnitude pruning (``run_model``)."""
+    return "kaiming_fan_out" if scheme == "he" and "resnet" in name and pruner != "magnitude" else scheme
 
 
 def prune_run(s: dict, run: dict, data, device) -> dict:

@@ -107,8 +107,7 @@ def audit_net(table: str, s: dict, run: dict, sparsities: list[float], paper: di
                          rounds=s.get("synflow_rounds", 100))
     seconds = time.perf_counter() - start
     (c, h, w), classes = SHAPES[run["dataset"]]
-    init = "he" if pruner == "magnitude" and "resnet" in name else (
-        "kaiming_fan_out" if "resnet" in name and run["init"] == "he" else run["init"])
+    init = rp_train.resnet_scheme(run["init"], name, pruner)
     rows = []
     for sp, (masks, s_cr) in zip(sparsities, results):
         last = list(masks)[-1]
