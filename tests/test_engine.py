@@ -177,3 +177,16 @@ def test_the_graphed_engine_runs_its_code_on_a_cpu_as_compiled():
     assert step.eager_steps == 1  # the first step; the other five replayed the compiled one
     assert _largest_difference(trained["eager"], trained["graphed"]) <= FP32
     assert _pruned_are_zero(trained["graphed"], masks)
+
+
+def test_a_loss_is_computed_in_float32_for_half_logits_and_in_the_logits_own_type_otherwise():
+    """A float64 run's loss (LR's nets, the float64 tests) is not rounded to float32; bf16 logits
+    (autocast) are lifted to float32."""
+    gen = torch.Generator().manual_seed(0)
+    logits, y = torch.randn(7, 10, generator=gen, dtype=torch.float64), torch.randint(0, 10, (7,), generator=gen)
+    for dtype, want in ((torch.bfloat16, torch.float32), (torch.float32, torch.float32), (torch.float64, torch.float64)):
+        loss, _ = cross_entropy(lambda x, d=dtype: x.to(d), logits, y)
+        assert loss.dtype == want
+    exact = F.cross_entropy(logits, y)
+    assert float(abs(cross_entropy(lambda x: x, logits, y)[0] - exact)) <= 1e-15 * float(exact)
+    assert float(abs(F.cross_entropy(logits.float(), y).double() - exact)) > 1e-12 * float(exact)  # the test can fail

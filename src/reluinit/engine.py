@@ -115,7 +115,14 @@ def step(loss: LossFn, opt: torch.optim.Optimizer, xb: torch.Tensor, yb: torch.T
     return losses.detach(), (logits.detach().argmax(dim=-1) == yb).sum(dim=-1)
 
 
+def loss_precision(logits: torch.Tensor) -> torch.Tensor:
+    """``logits`` in the type a loss is computed in: float32 for half-precision logits (autocast's
+    bf16), their own type for float32 and float64 (a float64 run's loss is not rounded to float32)."""
+    return logits.to(torch.promote_types(logits.dtype, torch.float32))
+
+
 # --- engines --------------------------------------------------------------------------------------
+
 
 MODES = ("eager", "compiled", "graphed")
 
@@ -139,6 +146,14 @@ def mode_for(compile: bool | str, device: torch.device, steps: int) -> str:
 # repaid within 1,200 (a lone depth-100 ffnn, 18 steps/s eager on an H100, at the 10x graphs aim
 # for) to 5,100 steps (doubled ResNet32, 42.8 steps/s, at 2x); not yet measured on a GPU.
 AUTO_MIN_STEPS = {False: 10**12, True: 5000}
+
+
+# The compiled step on the CPU keeps the eager step's memory layout. Inductor's layout optimization
+# would run a convolution net channels-last, and oneDNN's channels-last weight gradient of a strided
+# 1x1 convolution with 2 to 7 input channels is wrong on AVX2 CPUs (torch 2.14.1, an AMD EPYC without
+# AVX-512: off by 15-170% of the gradient's largest entry, changing from call to call; 8 or more
+# input channels and contiguous tensors are exact). tests/test_engine.py trains such a net.
+CPU_COMPILE_OPTIONS = {"layout_optimization": False}
 
 
 class Engine:
@@ -176,8 +191,10 @@ class Engine:
             self.eager_steps += 1
             return self._body(xb, yb)
         if self._compiled is None:
-            self._compiled = torch.compile(self._body, dynamic=False,
-                                           mode="reduce-overhead" if self.mode == "graphed" else None)
+            if self.mode == "graphed":
+                self._compiled = torch.compile(self._body, dynamic=False, mode="reduce-overhead")
+            else:  # the CPU: the eager step's layout (``CPU_COMPILE_OPTIONS``)
+                self._compiled = torch.compile(self._body, dynamic=False, options=CPU_COMPILE_OPTIONS)
         if self.mode == "graphed":
             torch.compiler.cudagraph_mark_step_begin()
         return self._compiled(xb, yb)

@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .engine import Engine, flushed_denormals, mode_for
+from .engine import Engine, flushed_denormals, loss_precision, mode_for
 from .nets import ACTIVATIONS, MLP, tf32
 from .training import (
     FitCall,
@@ -192,7 +192,7 @@ def _cross_entropy_per_run(stack: _Stack, xb: torch.Tensor, yb: torch.Tensor) ->
     """Each run's mean cross-entropy on its own batch ``[K]``, and the logits ``[K, B, C]``: the
     stack's ``training.cross_entropy``."""
     logits = stack(xb)
-    losses = F.cross_entropy(logits.float().flatten(0, 1), yb.flatten(), reduction="none")
+    losses = F.cross_entropy(loss_precision(logits).flatten(0, 1), yb.flatten(), reduction="none")
     return losses.view(yb.shape).mean(dim=1), logits
 
 

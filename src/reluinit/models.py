@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .engine import loss_precision
 from .inits import initialize
 from .nets import MLP, Activation
 
@@ -292,7 +293,7 @@ def trajreg_loss(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor) -> tuple[
     for m in regs:
         m.orig = orig
     logits = model(xb)
-    loss = nn.functional.cross_entropy(logits.float(), yb)
+    loss = nn.functional.cross_entropy(loss_precision(logits), yb)
     for m in regs:
         m.orig = None
         p = m.take_penalty()

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import datasets, fingerprint, integrity
-from .engine import Engine, flushed_denormals, mode_for
+from .engine import Engine, flushed_denormals, loss_precision, mode_for
 from .nets import tf32
 
 if TYPE_CHECKING:
@@ -245,7 +245,8 @@ LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], tuple[torch.Tensor, t
 
 def cross_entropy(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     logits = model(xb)
-    return F.cross_entropy(logits.float(), yb), logits
+    return F.cross_entropy(loss_precision(logits), yb), logits
+
 
 
 @dataclass
