@@ -387,3 +387,29 @@ def test_pruning_refuses_a_model_or_inputs_with_nan_or_inf_by_name():
         prune(nn.Sequential(nn.Linear(10, 10)), "snip", 0.1, x=x, y=y)
     with pytest.raises(ValueError, match=r"^prune: data\[1\]'s inputs holds NaN or inf"):
         prune(nn.Sequential(nn.Linear(10, 10)), "snip", 0.1, data=[(x[1:], y[1:]), (x, y)])
+
+
+@pytest.mark.parametrize("method", ["snip", "grasp"])
+def test_pruning_on_an_empty_batch_is_refused_not_chosen_by_chance(method):
+    """An empty batch's loss is NaN (a mean over nothing): SNIP and GraSP ranked its scores and
+    returned masks that emptied the first layer, with no error."""
+    from reluinit.pruning import prune
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 3))
+    empty = (torch.randn(0, 4), torch.zeros(0, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"^prune: x holds no inputs \(shape \(0, 4\)\)"):
+        prune(model, method, 0.5, x=empty[0], y=empty[1])
+    with pytest.raises(ValueError, match=r"^prune: a batch of data= holds no inputs"):
+        prune(model, method, 0.5, data=[(torch.randn(5, 4), torch.randint(0, 3, (5,))), empty])
+    with pytest.raises(ValueError, match=r"^data= gave no batch"):
+        prune(model, method, 0.5, data=[])
+    masks = prune(model, method, 0.5, x=torch.randn(5, 4), y=torch.randint(0, 3, (5,)))
+    assert all(m.any() for m in masks.values())
+
+
+def test_synflow_on_an_empty_loader_says_so():
+    from reluinit.pruning import prune
+
+    with pytest.raises(ValueError, match=r"^data= gave no batch"):
+        prune(nn.Sequential(nn.Linear(4, 3)), "synflow", 0.5, data=iter([]))

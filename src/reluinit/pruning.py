@@ -420,6 +420,7 @@ def _checked(method: str, density: float, x, y, data, loss, in_shape, rounds: in
         raise ValueError(f"schedule must be None or one of {SCHEDULES}, got {schedule!r}")
     if not (rounds >= 1 and int(rounds) == rounds):
         raise ValueError(f"rounds must be an integer >= 1, got {rounds!r}")
+    _refuse_empty(x, "x")
     if data is not None and (x is not None or y is not None):
         raise TypeError("pass the data as x= and y= (one batch) or as data= (an iterable of (x, y) batches), not both")
     pruner = PRUNERS[method]
@@ -431,7 +432,10 @@ def _checked(method: str, density: float, x, y, data, loss, in_shape, rounds: in
         raise TypeError(f"loss= is for the data-driven pruners snip and grasp; {method} does not take a loss")
     if isinstance(pruner, SynFlow) and in_shape is None:
         if x is None and data is not None:
-            x = next(iter(data))[0]
+            first = next(iter(data), None)
+            if first is None:
+                raise _no_batch()
+            x = first[0]
         if x is None:
             raise TypeError("synflow needs in_shape=, the shape of one input without the batch dimension, e.g. "
                             "in_shape=(3, 32, 32) for CIFAR-10 (or x= or data= to read it from a batch)")
@@ -603,7 +607,16 @@ def _on(batch: tuple[torch.Tensor, torch.Tensor], model: nn.Module) -> tuple[tor
     """An ``(x, y)`` batch on ``model``'s device."""
     device = next(model.parameters()).device
     x, y = batch
+    _refuse_empty(x, "a batch of data=")
     return x.to(device), y.to(device) if isinstance(y, torch.Tensor) else y
+
+
+def _refuse_empty(x, what: str) -> None:
+    """A ``ValueError`` for a batch of no inputs: its loss is NaN (a mean over nothing) or zero, so
+    the scores ranked from it would choose the masks by chance."""
+    if torch.is_tensor(x) and x.dim() > 0 and len(x) == 0:
+        raise ValueError(f"prune: {what} holds no inputs (shape {tuple(x.shape)}): scores of an empty batch "
+                         "choose masks by chance; give at least one input and its label")
 
 
 def _no_batch() -> ValueError:
