@@ -2,6 +2,7 @@
 (checked against brute-force pattern enumeration, not against another library that shares the
 fault), wrong input refused with a ValueError naming the argument, and the layers the docs list."""
 
+import copy
 import math
 
 import matplotlib
@@ -413,3 +414,25 @@ def test_synflow_on_an_empty_loader_says_so():
 
     with pytest.raises(ValueError, match=r"^data= gave no batch"):
         prune(nn.Sequential(nn.Linear(4, 3)), "synflow", 0.5, data=iter([]))
+
+
+def test_a_module_used_twice_is_measured_at_each_use():
+    """``Sequential(..., block, block, ...)`` calls ``block`` twice; ``named_children`` lists it once,
+    and the net read from it was one block shorter (outputs off by 0.28, fewer regions on every
+    line). A reused ReLU or Linear is read at each use too. Each is measured as the same net with
+    distinct copies."""
+    torch.manual_seed(0)
+    block = nn.Sequential(nn.Linear(16, 16), nn.ReLU())
+    relu, lin = nn.ReLU(), nn.Linear(16, 16)
+    reused = {"block": nn.Sequential(nn.Linear(4, 16), nn.ReLU(), block, block, nn.Linear(16, 1)),
+              "relu": nn.Sequential(nn.Linear(4, 16), relu, nn.Linear(16, 16), relu, nn.Linear(16, 1)),
+              "linear": nn.Sequential(nn.Linear(4, 16), nn.ReLU(), lin, nn.ReLU(), lin, nn.ReLU(), nn.Linear(16, 1))}
+    x = torch.randn(64, 4)
+    x0, x1 = torch.randn(10, 4, dtype=torch.float64), torch.randn(10, 4, dtype=torch.float64)
+    for kind, model in reused.items():
+        copies = nn.Sequential(*[copy.deepcopy(m) for m in model])  # the same function, nothing shared
+        assert torch.equal(as_mlp(model)(x), model(x)), kind
+        assert as_mlp(model).widths == as_mlp(copies).widths, kind
+        counts = [r.count for r in regions_on_line(model.double(), x0, x1, -5, 5)]
+        assert counts == [r.count for r in regions_on_line(copies.double(), x0, x1, -5, 5)], kind
+    assert as_mlp(reused["block"]).widths == [4, 16, 16, 16, 1]

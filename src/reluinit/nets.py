@@ -229,9 +229,12 @@ SUPPORTED = ("nn.Sequential (nested too) of Linear (with or without bias), Batch
 
 
 def _leaves(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """The modules a ``Sequential``'s forward calls, in order, with their names: every entry of
+    ``_modules`` (``named_children`` would skip a module used twice, as in ``Sequential(block, block)``,
+    and measure a shorter net)."""
     if isinstance(model, nn.Sequential):
-        return [(f"{name}.{sub}" if sub else name, leaf) for name, child in model.named_children()
-                for sub, leaf in _leaves(child)]
+        return [(f"{name}.{sub}" if sub else name, leaf) for name, child in model._modules.items()
+                if child is not None for sub, leaf in _leaves(child)]
     return [("", model)]
 
 
