@@ -303,3 +303,79 @@ def test_a_dataset_a_job_cannot_read_is_the_runs_last_words():
     Snakemake's "At least one job did not complete successfully": the error ends in its fix, and a
     job's log marks such an error as what to do, which the run repeats last (jobs.TODO_PREFIX)."""
     assert datasets.DatasetUnavailable("x").ends_in_fix
+
+
+def _gzipped(raw, names=None) -> dict:
+    """The files of ``raw`` gzipped in place (the unpacked ones removed); their (size, MD5) before."""
+    table = {}
+    for f in sorted(raw.iterdir()):
+        if names is None or f.name in names:
+            table[f.name] = (f.stat().st_size, md5(f))
+            with open(f, "rb") as src, gzip.open(f.with_name(f.name + ".gz"), "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            f.unlink()
+    return table
+
+
+def test_gzipped_mnist_files_are_unpacked_and_checked_by_their_content(tmp_path, monkeypatch):
+    """The official MNIST gzipped by anyone but torchvision's mirror (as ``../shared/data/mnist/``
+    ships it) was refused with "put them in .../MNIST/raw/ (gzipped or not)": unpacked next to
+    themselves, they load, and an official size must still have its MD5. Here the official table
+    is this fake set's own; alone or mixed with unpacked files."""
+    data = make_mnist(tmp_path)
+    raw = tmp_path / "MNIST" / "raw"
+    official = _gzipped(raw, {"train-images-idx3-ubyte", "train-labels-idx1-ubyte"})  # mixed
+    official.update({f.name: (f.stat().st_size, md5(f)) for f in raw.iterdir() if not f.name.endswith(".gz")})
+    monkeypatch.setattr(datasets, "MNIST_OFFICIAL", official)
+    assert datasets.fetch("mnist", tmp_path)["train"] == 12
+    assert np.array_equal(datasets.load("mnist", tmp_path).y.numpy(), data["train"][1])
+    assert {f.name: md5(f) for f in raw.iterdir() if f.name in official} == {n: m for n, (_, m) in official.items()}
+
+    other = tmp_path / "other"
+    make_mnist(other)
+    labels = other / "MNIST" / "raw" / "t10k-labels-idx1-ubyte"
+    labels.write_bytes(labels.read_bytes()[:-1] + bytes([(labels.read_bytes()[-1] + 1) % 10]))  # one label changed
+    _gzipped(other / "MNIST" / "raw")
+    assert f"{labels} is damaged (MNIST's size ({official[labels.name][0]:,} bytes) with MD5" in _refused(other)
+
+
+def test_a_truncated_gzip_and_a_link_to_nothing_are_named_with_their_fix(tmp_path, monkeypatch):
+    make_mnist(tmp_path)
+    raw = tmp_path / "MNIST" / "raw"
+    _gzipped(raw)
+    gz = raw / "train-images-idx3-ubyte.gz"
+    gz.write_bytes(gz.read_bytes()[:200])
+    fix = f"then rerun `snakemake {tmp_path}/fetched/mnist.json --cores 1 --config data_dir={tmp_path}`."
+    said = _refused(tmp_path)
+    assert said.startswith(f"{gz} is damaged (not a whole gzip file: ") and said.endswith(fix), said
+    assert not (raw / "train-images-idx3-ubyte").exists() and not list(raw.glob("*.part"))
+    gz.unlink()
+    gz.symlink_to(gz)  # a loop
+    said = _refused(tmp_path)
+    assert said.startswith(f"{gz} is a symbolic link to nothing that can be read") and said.endswith(fix), said
+    gz.unlink()
+    make_mnist(tmp_path / "again")
+    _gzipped(tmp_path / "again" / "MNIST" / "raw")
+    shutil.copy(tmp_path / "again" / "MNIST" / "raw" / gz.name, gz)
+
+    def full(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(datasets.shutil, "copyfileobj", full)
+    said = _refused(tmp_path)
+    assert said.startswith(f"{gz} could not be unpacked in {raw} (No space left on device): unpack it there "
+                           f"yourself (`gunzip -k {gz}`)") and said.endswith(fix), said
+    assert not list(raw.glob("*.part"))
+    monkeypatch.undo()
+    assert datasets.fetch("mnist", tmp_path)["train"] == 12
+
+
+def test_a_data_folder_of_the_four_gzipped_files_is_read_as_mnist(tmp_path, monkeypatch):
+    """``data_dir`` holding the four ``.gz`` files themselves (``../shared/data/mnist/``'s layout)."""
+    make_mnist(tmp_path / "made")
+    official = _gzipped(tmp_path / "made" / "MNIST" / "raw")
+    monkeypatch.setattr(datasets, "MNIST_OFFICIAL", official)
+    for gz in (tmp_path / "made" / "MNIST" / "raw").iterdir():
+        shutil.move(gz, tmp_path / gz.name)
+    assert datasets.fetch("mnist", tmp_path)["test"] == 5
+    assert {f.name: md5(f) for f in (tmp_path / "MNIST" / "raw").iterdir()} == {n: m for n, (_, m) in official.items()}

