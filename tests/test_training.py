@@ -373,3 +373,48 @@ def test_a_stop_inside_an_uninterrupted_block_waits_for_its_end():
     with training.uninterrupted():
         done.append("later")
     assert done[-1] == "later"
+
+
+def test_a_full_disk_while_saving_a_checkpoint_is_a_full_disk_that_names_the_file(tmp_path, monkeypatch, caplog):
+    """torch's writer, given a path, ended a full disk with ``RuntimeError: [enforce fail at
+    inline_container.cc:672] unexpected pos`` and left a ``.pt.tmp``: written through a Python file,
+    it is ENOSPC naming the checkpoint, the job says the disk is full, nothing half-written stays,
+    and the previous checkpoint is intact."""
+    import builtins
+    import errno
+
+    from reluinit import integrity
+    from reluinit.pipeline import jobs
+
+    path = tmp_path / "run.pt"
+    training.save_checkpoint({"w": torch.arange(4.0)}, path)
+    before = path.read_bytes()
+
+    class Full:  # a disk with room for 1,000 bytes
+        def __init__(self, f):
+            self.f, self.room = f, 1000
+
+        def write(self, b):
+            if len(b) > self.room:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            self.room -= len(b)
+            return self.f.write(b)
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+    monkeypatch.setattr(training, "open", lambda p, mode: Full(builtins.open(p, mode)), raising=False)
+    with pytest.raises(OSError) as err:
+        training.save_checkpoint({"w": torch.randn(10_000)}, path)
+    assert err.value.errno == errno.ENOSPC and err.value.filename == str(path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.pt", integrity.seal_path(path).name]
+    assert path.read_bytes() == before and torch.equal(training.load_checkpoint(path)["w"], torch.arange(4.0))
+    with caplog.at_level("ERROR", logger="reluinit"):
+        jobs._log_uncaught(OSError, err.value, None)
+    assert f"the disk holding {tmp_path} is full (No space left on device)" in caplog.text

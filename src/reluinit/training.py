@@ -290,8 +290,38 @@ def evaluate(model: nn.Module, data: DeviceData, batch_size: int = 1000, autocas
 
 def save_checkpoint(state: dict, path: str | Path) -> None:
     """Write atomically and sealed (``integrity.write_atomic``): a job killed mid-write leaves the
-    previous checkpoint intact, and a reader can tell a damaged file from a whole one."""
-    integrity.write_atomic(path, lambda tmp: torch.save(state, tmp))
+    previous checkpoint intact, and a reader can tell a damaged file from a whole one. Written
+    through a Python file, whose full disk is an ``OSError`` (ENOSPC) that names the file and gets
+    the job's "the disk holding ... is full" (torch's own writer, given a path, says only
+    ``[enforce fail at inline_container.cc] unexpected pos``)."""
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            out = _WriteErrors(f)
+            try:
+                torch.save(state, out)
+            except RuntimeError:  # torch's writer ends an OSError of the file with its own error
+                if out.error is None:
+                    raise
+                raise out.error from None
+
+    integrity.write_atomic(path, write)
+
+
+class _WriteErrors:
+    """A binary file that keeps the first ``OSError`` its writes raised (``save_checkpoint``)."""
+
+    def __init__(self, f):
+        self.f, self.error = f, None
+
+    def write(self, b) -> int:
+        try:
+            return self.f.write(b)
+        except OSError as e:
+            self.error = self.error or e
+            raise
+
+    def flush(self) -> None:
+        self.f.flush()
 
 
 def load_checkpoint(path: str | Path, device="cpu") -> dict | None:
