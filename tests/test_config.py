@@ -251,3 +251,17 @@ def test_more_lines_than_test_images_can_pair_is_refused_naming_the_key(tmp_path
                                          r"[\d,]+: lower n_lines under experiments.X-F1.quick") as err:
         x.f1_measure(s, next(iter(x.f1_parts(s))), device="cpu")
     assert err.value.ends_in_fix  # the run's last words (jobs.TODO_PREFIX)
+
+
+@pytest.mark.parametrize("experiment, key, value", [("OP-F1", "widths", [2.0]), ("LR-F1", "n_nets", 2.0),
+                                                    ("OP-F1", "seed", 1e20), ("OP-F1", "seed", 2**40)])
+def test_a_count_or_seed_that_is_no_whole_number_or_too_large_is_refused_by_name(experiment, key, value):
+    """JSON schema counts 2.0 an integer: ``widths: [2.0]`` and ``n_nets: 2.0`` passed and ended in
+    torch's or Python's tracebacks (one in a dry run), ``seed: 1e20`` in torch's overflow."""
+    config = json.loads(json.dumps(CONFIG))
+    config["experiments"][experiment]["paper"][key] = value
+    with pytest.raises(jsonschema.ValidationError) as refused:
+        validate(config, ROOT / "workflow/schemas/config.schema.yaml")
+    said = explain(refused.value)
+    assert said.startswith(f"invalid config: key 'experiments.{experiment}.paper.{key}") and (
+        "a whole number is meant here" in said or "is greater than the maximum of 2147483647" in said), said

@@ -105,6 +105,9 @@ def explain(error: jsonschema.ValidationError, command_line: bool = True) -> str
         return line
     if isinstance(err.instance, float) and not math.isfinite(err.instance):
         return f"invalid config: key '{where}' = {err.instance!r}: a finite number is meant here (not .nan or .inf)"
+    if isinstance(err.instance, float) and err.validator == "type" and "integer" in str(err.validator_value):
+        return (f"invalid config: key '{where}' = {err.instance!r}: a whole number is meant here, written without "
+                f"a decimal point or exponent (2, not 2.0 or 2e0)")
     line = f"invalid config: key '{where}' = {err.instance!r}: {err.message}"
     if isinstance(err.instance, str) and err.validator == "type" and command_line:
         # `--config key={a: {b: [1, 2]}}` hands nested values over as strings
@@ -158,7 +161,10 @@ def validate(config: dict, schema_path: str | Path) -> None:
         return base.TYPE_CHECKER.is_type(instance, "number") and (
             not isinstance(instance, float) or math.isfinite(instance))
 
-    checker = base.TYPE_CHECKER.redefine("number", finite_number)
+    def whole_number(checker, instance) -> bool:  # JSON schema counts 2.0 an integer; range(2.0) does not
+        return isinstance(instance, int) and not isinstance(instance, bool)
+
+    checker = base.TYPE_CHECKER.redefine_many({"number": finite_number, "integer": whole_number})
     jsonschema.validators.extend(base, {"properties": with_defaults}, type_checker=checker)(schema).validate(config)
 
 
