@@ -436,3 +436,20 @@ def test_a_module_used_twice_is_measured_at_each_use():
         counts = [r.count for r in regions_on_line(model.double(), x0, x1, -5, 5)]
         assert counts == [r.count for r in regions_on_line(copies.double(), x0, x1, -5, 5)], kind
     assert as_mlp(reused["block"]).widths == [4, 16, 16, 16, 1]
+
+
+def test_a_net_on_the_meta_device_a_path_of_one_point_and_a_net_without_weights_are_refused_by_name():
+    """Each gave torch's raw error, NaN growth without a word, or blamed an ``exclude`` never given."""
+    from reluinit.pruning import prune
+
+    meta = nn.Sequential(nn.Linear(4, 8, device="meta"), nn.ReLU(), nn.Linear(8, 1, device="meta"))
+    for what, call in (("regions_on_line", lambda: regions_on_line(meta, torch.zeros(4), torch.ones(4))),
+                       ("trajectory_stats", lambda: trajectory_stats(meta, torch.zeros(4), torch.ones(4)))):
+        with pytest.raises(ValueError, match=rf"^{what}: layer 1's weights are on the meta device"):
+            call()
+    with pytest.raises(ValueError, match=r"^prune: the model's 0.weight is on the meta device"):
+        prune(meta, "magnitude", 0.5)
+    with pytest.raises(ValueError, match=r"^x0 and x1 are the same point"):
+        trajectory_stats(_small_net(), torch.ones(4), torch.ones(4))
+    with pytest.raises(ValueError, match=r"^prune: the model has no conv or linear layer with weights"):
+        prune(nn.Sequential(nn.ReLU()), "magnitude", 0.5)

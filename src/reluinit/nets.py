@@ -259,6 +259,9 @@ def check_finite(net: MLP, what: str) -> None:
     of ``what`` on such a net would return a clean-looking number that is not the net's."""
     for i, (w, b) in enumerate(zip(net.weights, net.biases), start=1):
         for kind, values in (("weights", w), ("biases", b)):
+            if values is not None and values.is_meta:
+                raise ValueError(f"{what}: layer {i}'s {kind} are on the meta device (shapes without values); "
+                                 f"give the net its values first, e.g. model.to_empty(device='cpu') then an init")
             if values is not None and not bool(torch.isfinite(values).all()):
                 raise ValueError(f"{what}: layer {i}'s {kind} hold NaN or inf; give the net finite {kind}")
 

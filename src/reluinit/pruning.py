@@ -329,6 +329,9 @@ def _refuse_nonfinite(model: nn.Module, x: torch.Tensor | None, data: Batches | 
     (a NaN weight in one layer left SNIP keeping no weight of two others). ``data`` is checked
     where it is a list or tuple of batches; a loader is read once, by the pruner."""
     for name, p in model.named_parameters():
+        if p.is_meta:
+            raise ValueError(f"prune: the model's {name} is on the meta device (a shape without values); give the "
+                             "model its values first, e.g. model.to_empty(device='cpu') then an init")
         if not bool(torch.isfinite(p).all()):
             raise ValueError(f"prune: the model's {name} holds NaN or inf; give it finite parameters")
     batches = [("x", x)] if x is not None else []
@@ -455,6 +458,9 @@ def _chosen(names: list[str], exclude: Iterable[str]) -> list[str]:
             raise ValueError(f"exclude={item!r} names no conv or linear layer of the model: give 'first', 'last', "
                              f"'bias', 'batchnorm', a module name or a weight name such as {names[-1]!r}")
         out.update(hit)
+    if not names:
+        raise ValueError("prune: the model has no conv or linear layer with weights, so nothing to prune "
+                         "(pruned: nn.Linear and nn.Conv1d/2d/3d)")
     if len(out) == len(names):
         raise ValueError("exclude leaves no weight to prune")
     return [n for n in names if n not in out]

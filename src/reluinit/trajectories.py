@@ -341,6 +341,9 @@ def trajectory_stats(model, x0, x1, path: str = "line", n_pieces: int = 10_000) 
         if not torch.isfinite(t).all():
             raise ValueError(f"{name} must be finite; it holds NaN or inf")
         ends.append(t.to(dtype=dtype, device=device))
+    if torch.equal(ends[0], ends[1]):
+        raise ValueError("x0 and x1 are the same point: the path has length 0 at every layer and its growth, a "
+                         "ratio of lengths, is 0/0; give two different points")
     if isinstance(n_pieces, bool) or not isinstance(n_pieces, (int, np.integer)) or n_pieces < 1:
         raise ValueError(f"n_pieces must be a whole number >= 1 (the path is cut into that many pieces); got {n_pieces!r}")
     need = (int(n_pieces) + 1) * max(net.widths) * 8
