@@ -337,3 +337,18 @@ def test_the_harvest_budget_is_a_finite_number_of_seconds():
         with pytest.raises(SystemExit):
             harvest.main(["--budget-s", bad, "--out", "unused"])
     assert harvest.budget_seconds("600") == 600.0
+
+
+def test_the_harvest_refuses_a_file_for_its_out_folder_and_threads_below_one(tmp_path, capsys):
+    """``--out <a file>`` was a traceback after the harvest had started, ``--threads -3`` was taken."""
+    afile = tmp_path / "notes.txt"
+    afile.write_text("mine")
+    for args, said in ((["--out", str(afile)], f"{afile} is a file, where the results tree's folder"),
+                       (["--out", str(afile / "deeper")], f"{afile} is a file, where the results tree's folder"),
+                       (["--out", str(tmp_path / "new"), "--threads", "-3"], "-3 threads: give at least 1"),
+                       (["--out", str(tmp_path / "new"), "--threads", "two"], "'two' is not a whole number of threads")):
+        with pytest.raises(SystemExit):
+            harvest.main(["--budget-s", "600", *args])
+        assert said in capsys.readouterr().err
+    assert afile.read_text() == "mine" and not (tmp_path / "new").exists()
+    assert harvest.thread_count("2") == 2 and harvest.out_folder(str(tmp_path / "new")) == str(tmp_path / "new")

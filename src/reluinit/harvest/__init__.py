@@ -357,17 +357,41 @@ def budget_seconds(text: str) -> float:
     return value
 
 
+def thread_count(text: str) -> int:
+    """``--threads``: a whole number of CPU threads, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of threads") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} threads: give at least 1, e.g. --threads 2 (or leave it out: "
+                                         "torch's own choice)")
+    return value
+
+
+def out_folder(text: str) -> str:
+    """``--out``: a folder to write the results tree into (made if missing), not an existing file."""
+    path = Path(text)
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise argparse.ArgumentTypeError(f"{p} is a file, where the results tree's folder {text} would be: "
+                                                 "give a folder, e.g. --out harvest")
+            break
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m reluinit.harvest", description=__doc__.splitlines()[0])
     p.add_argument("--budget-s", type=budget_seconds, required=True, help="seconds this harvest may take, all in "
                    f"(more than {MARGIN_S:g}, at most {MAX_BUDGET_S:,.0f})")
     p.add_argument("--data-dir", default="data", help="where the datasets are (MNIST: bash install.sh DIR)")
-    p.add_argument("--out", required=True, help="results tree to write (the same one resumes an earlier harvest)")
+    p.add_argument("--out", type=out_folder, required=True, help="results tree to write (the same one resumes an earlier harvest)")
     p.add_argument("--device", default="auto", help="auto (cuda when present), cuda or cpu")
     p.add_argument("--only", nargs="*", help="experiment ids to harvest (default: every one it can)")
     p.add_argument("--tiny", action="store_true", help="the quick scale's parts on bundled data (CI)")
     p.add_argument("--reference", default="reference/paper", help="parts held here are not run again")
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--threads", type=thread_count, default=None, help="CPU threads (default: torch's choice)")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     table = harvest(a.budget_s, a.data_dir, a.out, a.device, a.only, a.tiny, a.reference, threads=a.threads)
