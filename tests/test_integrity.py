@@ -354,3 +354,14 @@ def test_a_suggested_command_pasted_into_a_shell_works_from_a_folder_with_spaces
     run = subprocess.run(["bash", "-c", pasted], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "OP-F1" in run.stdout + run.stderr
+
+
+def test_a_file_sealed_again_is_listed_once(tmp_path):
+    """A 700-epoch part's checkpoint, saved every epoch or so, grew `.sealed` by 2,801 lines."""
+    tree = tmp_path / "results" / "quick"
+    path = tree / "OP" / "run.pt"
+    for i in range(5):
+        integrity.write_atomic(path, lambda tmp, i=i: Path(tmp).write_text(f"epoch {i}"))
+    integrity.write_atomic(tree / "OP" / "other.csv", lambda tmp: Path(tmp).write_text("a"))
+    assert (tree / integrity.MANIFEST).read_text().splitlines() == ["OP/run.pt", "OP/other.csv"]
+    assert integrity.sealed(tree) == {path, tree / "OP" / "other.csv"}

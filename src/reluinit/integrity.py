@@ -74,6 +74,7 @@ def write_atomic(path: str | Path, write, shape: dict | None = None) -> None:
         stat = tmp.stat()  # a rename keeps it: the file's size and time as the seal records them
         record = {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest(tmp), **(shape or {})}
         target = seal_path(path)
+        listed = target.exists() and path.exists()  # sealed before, so in the tree's list already: no second line
         previous = digest(path) if path.exists() else None
         _replace_text(target, json.dumps({"file": path.name, **record, "previous_sha256": previous}) + "\n")
     except OSError as e:
@@ -82,7 +83,8 @@ def write_atomic(path: str | Path, write, shape: dict | None = None) -> None:
             raise OSError(e.errno, e.strerror, str(path)) from e  # so the full disk is the right one
         raise
     os.replace(tmp, path)
-    _list_sealed(path)
+    if not listed:
+        _list_sealed(path)
 
 
 # Each results tree (``results/<scale>``) lists every file it has sealed, one path a line relative to
