@@ -365,3 +365,28 @@ def test_a_file_sealed_again_is_listed_once(tmp_path):
     integrity.write_atomic(tree / "OP" / "other.csv", lambda tmp: Path(tmp).write_text("a"))
     assert (tree / integrity.MANIFEST).read_text().splitlines() == ["OP/run.pt", "OP/other.csv"]
     assert integrity.sealed(tree) == {path, tree / "OP" / "other.csv"}
+
+
+_JOB = """
+import sys
+from reluinit.pipeline import jobs
+log = jobs.start(sys.argv[1], threads=None)
+log.info("attempt %s", sys.argv[2])
+if sys.argv[2] == "fails":
+    raise ValueError("the first attempt fails")
+"""
+
+
+def test_a_failed_attempts_log_is_kept_beside_the_next_ones(tmp_path):
+    """Snakemake deletes a job's log before it runs the job again (``--retries``, a rerun after a SLURM
+    time limit): the attempt that failed is kept as ``<log>.<start>-<pid>.unfinished``; one that ends
+    well leaves its log alone."""
+    log = tmp_path / "logs" / "job.log"
+    for attempt in ("fails", "works"):
+        log.unlink(missing_ok=True)  # as Snakemake does before each attempt
+        subprocess.run([sys.executable, "-c", _JOB, str(log), attempt], capture_output=True)
+    kept = sorted(p.name for p in log.parent.iterdir())
+    assert len(kept) == 2 and kept[0] == "job.log" and kept[1].startswith("job.log.") and kept[1].endswith(".unfinished")
+    first = (log.parent / kept[1]).read_text()
+    assert "attempt fails" in first and "ValueError: the first attempt fails" in first
+    assert "attempt works" in log.read_text() and "fails" not in log.read_text()

@@ -30,6 +30,7 @@ def start(log_path: str | None, threads: int | None = 1) -> logging.Logger:
     if log_path:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
         handlers.append(logging.FileHandler(log_path, mode="w"))
+        handlers.append(_kept_unless_finished(Path(log_path)))
     logging.basicConfig(level=logging.INFO, handlers=handlers, force=True,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.captureWarnings(True)
@@ -46,6 +47,39 @@ def start(log_path: str | None, threads: int | None = 1) -> logging.Logger:
     log.info("python %s, torch %s, %d threads, cuda available: %s", platform.python_version(),
              torch.__version__, torch.get_num_threads(), torch.cuda.is_available())
     return log
+
+
+class _Attempt(logging.Handler):
+    """A second name (a hard link) for this attempt's log, removed when the job ends without an error
+    logged: Snakemake deletes a job's log before it runs the job again (``--retries``, a rerun after a
+    SLURM time limit), so an attempt that failed or was killed stays beside the next one's as
+    ``<log>.<start time>-<pid>.unfinished``."""
+
+    def __init__(self, kept: Path):
+        super().__init__(logging.ERROR)
+        self.kept, self.failed = kept, False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.failed = True
+
+    def forget_if_finished(self) -> None:
+        if not self.failed:
+            self.kept.unlink(missing_ok=True)
+
+
+def _kept_unless_finished(log_path: Path) -> logging.Handler:
+    import atexit
+    import time
+
+    kept = log_path.with_name(f"{log_path.name}.{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.unfinished")
+    attempt = _Attempt(kept)
+    try:
+        log_path.touch()
+        os.link(log_path, kept)
+    except OSError:  # a file system without hard links: no second name
+        return logging.NullHandler()
+    atexit.register(attempt.forget_if_finished)
+    return attempt
 
 
 def _log_uncaught(kind, error, tb) -> None:
