@@ -390,3 +390,24 @@ def test_a_failed_attempts_log_is_kept_beside_the_next_ones(tmp_path):
     first = (log.parent / kept[1]).read_text()
     assert "attempt fails" in first and "ValueError: the first attempt fails" in first
     assert "attempt works" in log.read_text() and "fails" not in log.read_text()
+
+
+def test_a_job_stopped_by_sigterm_says_so_and_what_to_do_then_ends_as_the_signal_would(tmp_path):
+    """Two SLURM time limits in a row ended in Snakemake's "At least one job did not complete": the
+    job's log now holds the line the run's final words repeat, and the job still dies of SIGTERM."""
+    import signal
+    import time
+
+    log = tmp_path / "job.log"
+    code = f"import time\nfrom reluinit.pipeline import jobs\njobs.start({str(log)!r}, threads=None)\nprint('up', flush=True)\ntime.sleep(60)"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "up\n"
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == -signal.SIGTERM and time.monotonic() - start < 10
+    from reluinit.pipeline import jobs
+
+    said = log.read_text()
+    assert f"{jobs.TODO_PREFIX}this job was stopped by SIGTERM (a SLURM time limit, scancel or preemption)" in said
+    assert "raise its experiment's `runtime` under `resources:`" in said
+    assert len(list(tmp_path.glob("job.log.*.unfinished"))) == 1

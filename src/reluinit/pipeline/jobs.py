@@ -8,7 +8,9 @@ import io
 import logging
 import os
 import platform
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +38,8 @@ def start(log_path: str | None, threads: int | None = 1) -> logging.Logger:
     logging.captureWarnings(True)
     log = logging.getLogger("reluinit")
     sys.excepthook = _log_uncaught
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _log_stopped)
     if threads is None:
         log.info("python %s, pandas %s", platform.python_version(), pd.__version__)
         return log
@@ -80,6 +84,18 @@ def _kept_unless_finished(log_path: Path) -> logging.Handler:
         return logging.NullHandler()
     atexit.register(attempt.forget_if_finished)
     return attempt
+
+
+def _log_stopped(signum, frame) -> None:
+    """SIGTERM (SLURM's time limit, ``scancel``, preemption): the job's log says what stopped it and
+    what to do, the line the run's final words repeat, then the signal ends the job as it would have."""
+    logging.getLogger("reluinit").error(
+        "%sthis job was stopped by %s (a SLURM time limit, scancel or preemption): run the same snakemake command "
+        "again, and a training job resumes from its last checkpoint; if it met its time limit again, raise its "
+        "experiment's `runtime` under `resources:` (config.yaml, or a --configfile over it)", TODO_PREFIX,
+        signal.Signals(signum).name)
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
 
 
 def _log_uncaught(kind, error, tb) -> None:
