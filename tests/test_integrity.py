@@ -411,3 +411,29 @@ def test_a_job_stopped_by_sigterm_says_so_and_what_to_do_then_ends_as_the_signal
     assert f"{jobs.TODO_PREFIX}this job was stopped by SIGTERM (a SLURM time limit, scancel or preemption)" in said
     assert "raise its experiment's `runtime` under `resources:`" in said
     assert len(list(tmp_path.glob("job.log.*.unfinished"))) == 1
+
+
+def test_a_second_writer_of_a_part_waits_for_the_first_and_is_told_who_it_is(tmp_path):
+    """An orphaned SLURM job still training a part when the documented recovery submits it again:
+    both wrote the same temporary seal and the second crashed. The lock (``paths.part_lock``) makes the
+    second wait, named the holder, and then take the part; a try (the harvest's) passes it over."""
+    import time
+
+    from reluinit.pipeline import paths
+
+    lock = paths.part_lock(tmp_path / "results" / "quick", "RP-F3", "group0")
+    code = (f"import sys, time\nfrom reluinit import integrity\nwith integrity.exclusive({str(lock)!r}):\n"
+            "    print('held', flush=True)\n    time.sleep(3)\n")
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    with integrity.exclusive(lock, wait=False) as mine:
+        assert not mine
+    told, start = [], time.monotonic()
+    with integrity.exclusive(lock, waiting=told.append) as mine:
+        assert mine and time.monotonic() - start > 1 and holder.wait(timeout=30) == 0
+        assert len(told) == 1 and told[0].startswith(f"pid {holder.pid} on ") and " since " in told[0]
+        with integrity.exclusive(lock) as again:  # waiting for one's own lock: granted
+            assert again
+        with integrity.exclusive(lock, wait=False) as tried:  # trying it: held
+            assert not tried
+    assert lock.read_text().startswith(f"pid {os.getpid()} on ")

@@ -16,11 +16,15 @@ what is wrong, and the command that rebuilds it.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
 import os
 import shlex
+import socket
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 SUFFIX = ".seal"
@@ -364,3 +368,59 @@ def _set_aside(path: Path, why: str, seal: Path | None = None) -> tuple[Path, Pa
     except OSError as e:
         return path, path, f"{why}; it could not be moved aside ({e.strerror})"
     return path, aside, why
+
+
+# --- one writer a part ----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def exclusive(path: str | Path, wait: bool = True, waiting: Callable[[str], None] | None = None) -> Iterator[bool]:
+    """Whether this process holds ``path``'s lock for as long as the block runs: an exclusive
+    ``flock`` on it, which the system drops when its holder ends, however it ends (a killed job
+    leaves nothing to clean up). ``wait``: block until the holder lets go, first calling
+    ``waiting`` with who holds it (the holder's pid, host and start, written in the lock file);
+    else yield False at once. Waiting for a lock this process holds already is granted at once (a
+    harvest holds the part whose job then waits for it); a try (``wait=False``) finds it held, in
+    this process too. Where ``fcntl`` is missing (Windows) every lock is taken."""
+    try:
+        import fcntl
+    except ImportError:
+        yield True
+        return
+    path = Path(path)
+    key = os.path.realpath(path)
+    if key in _HELD:
+        yield wait
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as f, _held(key):
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not wait:
+                yield False
+                return
+            if waiting:
+                f.seek(0)
+                waiting(f.read().strip() or "another process")
+            fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            f.seek(0)
+            f.truncate()
+            f.write(f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+            f.flush()
+            yield True
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+_HELD: set[str] = set()  # the locks this process holds (``exclusive``)
+
+
+@contextlib.contextmanager
+def _held(key: str) -> Iterator[None]:
+    _HELD.add(key)
+    try:
+        yield
+    finally:
+        _HELD.discard(key)

@@ -40,7 +40,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from .. import datasets
+from .. import datasets, integrity
 from ..pipeline import catalogue, paths, plan, steps
 from ..pipeline.config import settings
 
@@ -247,28 +247,11 @@ def harvest(budget_s: float, data_dir: str | Path, out: str | Path, device: str 
 
 @contextlib.contextmanager
 def part_lock(results: Path, exp: str, part: str) -> Iterator[bool]:
-    """Whether this process holds ``part`` for as long as the block runs: an exclusive ``flock`` on a
-    file beside the tree's parts, so that harvests sharing one ``--out`` (one per core) never run the
-    same part, each taking the next free one. The system drops the lock when its holder ends, however
-    it ends, so a killed harvest leaves nothing to clean up. Where ``fcntl`` is missing (Windows),
-    every part is taken: run one harvest per ``--out`` there."""
-    try:
-        import fcntl
-    except ImportError:
-        yield True
-        return
-    path = results / "harvest-locks" / exp / f"{part}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    """Whether this process holds ``part`` for as long as the block runs (``integrity.exclusive`` on
+    ``paths.part_lock``, the lock a workflow job training the part holds too), so that harvests
+    sharing one ``--out`` (one per core) never run the same part, each taking the next free one."""
+    with integrity.exclusive(paths.part_lock(results, exp, part), wait=False) as mine:
+        yield mine
 
 
 class BudgetEnded(BaseException):

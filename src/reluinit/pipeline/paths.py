@@ -25,6 +25,7 @@ is that tree (``results/quick`` or ``results/paper``):
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from .catalogue import paper_of
 
@@ -60,6 +61,12 @@ def existing_table(results: str, exp: str) -> str:
 
 def part(results: str, exp: str, key: str, paper: str | None = None) -> str:
     return f"{results}/{paper or paper_of(exp)}/{exp}/{key}.csv"
+
+
+def part_lock(results: str | Path, exp: str, key: str) -> Path:
+    """The lock a part's one writer holds while it trains it (a workflow job or a harvest:
+    ``integrity.exclusive``)."""
+    return Path(results) / "locks" / exp / f"{key}.lock"
 
 
 def masks(results: str, exp: str, key: str, paper: str | None = None, ext: str = "pt") -> str:

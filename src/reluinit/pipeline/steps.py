@@ -5,8 +5,11 @@ hands them; a paper's job calls the step once per id, into the files that id's o
 
 from __future__ import annotations
 
+import contextlib
+
 import pandas as pd
 
+from .. import integrity
 from . import catalogue, jobs, paths, plan
 from .shared import take
 
@@ -31,9 +34,24 @@ def measure(exp_id: str, job: str, s: dict, inputs: list, output: str, masks_fil
         extra = {"checkpoints": checkpoints} if exp.trains else {}
         if key in masks:
             extra["masks"] = masks[key]
-        frames[key] = exp.measure(s, key, device, [f for f in inputs if f not in others], **extra)
+        with _one_writer(exp, results, exp_id, key, log):
+            frames[key] = exp.measure(s, key, device, [f for f in inputs if f not in others], **extra)
         jobs.check_finite(frames[key], exp_id, declared, output)
     jobs.write_parts(frames, output, experiment=exp_id, scale=scale)
+
+
+def _one_writer(exp, results, exp_id: str, key: str, log):
+    """A training part is trained by one process at a time (``paths.part_lock``): a job finds a
+    job of an earlier run still training it (an orphan of a killed Snakemake, on the cluster) or a
+    harvest, and waits for it, then resumes from what it left."""
+    if not exp.trains:
+        return contextlib.nullcontext()
+
+    def waiting(holder: str) -> None:
+        log.warning("%s part %s is being trained by %s (a job of an earlier run, or a harvest): waiting for it to "
+                    "end, then resuming from its checkpoints", exp_id, key, holder)
+
+    return integrity.exclusive(paths.part_lock(results, exp_id, key), wait=True, waiting=waiting)
 
 
 def draw(exp_id: str, parts: list, s: dict, out, log_path: str, scale: str, shared: dict | None = None) -> None:
