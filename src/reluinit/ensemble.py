@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import integrity
 from .engine import Engine, flushed_denormals, loss_precision, mode_for
 from .nets import ACTIVATIONS, MLP, tf32
 from .training import (
@@ -376,7 +377,7 @@ def _train(members: list[_Member], n_epochs: int, steps_per_epoch: int, mode: st
                 m.run.measures += [dict(row, epoch=epoch) for row in (c.on_epoch(epoch, m.model) if c.on_epoch else [])]
         # the stack's epoch is saved whole or not at all: every run resumes at the same epoch, in the
         # same stack (``training.uninterrupted``); a run that diverged in it is saved with them
-        with uninterrupted():
+        with uninterrupted(), integrity.together():  # a stop waits for the saves; a full disk keeps none
             for m in in_epoch:
                 m.save()
         if not members:

@@ -69,7 +69,7 @@ def _table_shape(path: Path) -> dict:
 def write_atomic(path: str | Path, write, shape: dict | None = None) -> None:
     """``write(tmp_path)`` into a temporary file beside ``path``, then seal it and move it in place:
     a reader never sees half a file, and the seal is written first (it also accepts the file it
-    replaces, module doc)."""
+    replaces, module doc). Inside ``together``, the move waits for the block's end."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -77,18 +77,59 @@ def write_atomic(path: str | Path, write, shape: dict | None = None) -> None:
         write(tmp)
         stat = tmp.stat()  # a rename keeps it: the file's size and time as the seal records them
         record = {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest(tmp), **(shape or {})}
-        target = seal_path(path)
-        listed = target.exists() and path.exists()  # sealed before, so in the tree's list already: no second line
+    except OSError as e:
+        _failed(e, path, tmp)
+    if _BATCH is not None:
+        _BATCH.append((path, tmp, record))
+        return
+    _put_in_place(path, tmp, record)
+
+
+def _put_in_place(path: Path, tmp: Path, record: dict) -> None:
+    target = seal_path(path)
+    listed = target.exists() and path.exists()  # sealed before, so in the tree's list already: no second line
+    try:
         previous = digest(path) if path.exists() else None
         _replace_text(target, json.dumps({"file": path.name, **record, "previous_sha256": previous}) + "\n")
     except OSError as e:
-        tmp.unlink(missing_ok=True)  # half a file, and on a full disk the space it holds
-        if e.errno == errno.ENOSPC and not e.filename:  # a write() names no file: name the one it was for,
-            raise OSError(e.errno, e.strerror, str(path)) from e  # so the full disk is the right one
-        raise
+        _failed(e, path, tmp)
     os.replace(tmp, path)
     if not listed:
         _list_sealed(path)
+
+
+def _failed(e: OSError, path: Path, tmp: Path):
+    tmp.unlink(missing_ok=True)  # half a file, and on a full disk the space it holds
+    if e.errno == errno.ENOSPC and not e.filename:  # a write() names no file: name the one it was for,
+        raise OSError(e.errno, e.strerror, str(path)) from e  # so the full disk is the right one
+    raise e
+
+
+_BATCH: list | None = None  # the files of a ``together`` block, written and waiting to be moved in place
+
+
+@contextlib.contextmanager
+def together() -> Iterator[None]:
+    """Inside, ``write_atomic`` writes each file beside its place and moves them all in place as the
+    block ends without an error: a stack's checkpoints of one epoch, all or none. An error (a full
+    disk at the third of five) removes every file the block wrote and leaves each place as it was,
+    so that the runs resume at one epoch, in the stack they left. (Moving them in place, the last
+    step, writes only the small seals.)"""
+    global _BATCH
+    if _BATCH is not None:  # inside another block: its end moves them
+        yield
+        return
+    _BATCH = batch = []
+    try:
+        yield
+    except BaseException:
+        for _, tmp, _ in batch:
+            tmp.unlink(missing_ok=True)
+        raise
+    finally:
+        _BATCH = None
+    for path, tmp, record in batch:
+        _put_in_place(path, tmp, record)
 
 
 # Each results tree (``results/<scale>``) lists every file it has sealed, one path a line relative to

@@ -613,6 +613,11 @@ def interrupt(stop: BaseException) -> None:
     raise stop
 
 
+def holding() -> bool:
+    """Whether ``interrupt`` would wait (inside ``uninterrupted``)."""
+    return _HOLD["depth"] > 0
+
+
 @contextlib.contextmanager
 def uninterrupted() -> Iterator[None]:
     """Inside, ``interrupt`` waits for the block's end. A stack's runs save each epoch in one such

@@ -88,12 +88,19 @@ def _kept_unless_finished(log_path: Path) -> logging.Handler:
 
 def _log_stopped(signum, frame) -> None:
     """SIGTERM (SLURM's time limit, ``scancel``, preemption): the job's log says what stopped it and
-    what to do, the line the run's final words repeat, then the signal ends the job as it would have."""
+    what to do, the line the run's final words repeat, then the job ends: as the signal would have
+    ended it, or, while a stack's runs save an epoch (``training.uninterrupted``), with exit status
+    128 + the signal once the last of them is saved, so that they resume together, in the stack
+    they left (SLURM's KillWait, 30 s by default, leaves time for it)."""
     logging.getLogger("reluinit").error(
         "%sthis job was stopped by %s (a SLURM time limit, scancel or preemption): run the same snakemake command "
         "again, and a training job resumes from its last checkpoint; if it met its time limit again, raise its "
         "experiment's `runtime` under `resources:` (config.yaml, or a --configfile over it)", TODO_PREFIX,
         signal.Signals(signum).name)
+    training = sys.modules.get("reluinit.training")
+    if training is not None and training.holding():
+        training.interrupt(SystemExit(128 + signum))
+        return
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
 
