@@ -118,6 +118,8 @@ def test_one_version_for_package_citation_and_changelog():
 # must quote with its fix.
 MESSAGES = [
     "is a catalogue id, not a target",
+    "names no experiment of config.yaml",
+    "a whole number is meant here",
     "`sbatch` is not on the PATH",
     "The SLURM controller does not answer",
     "torch sees no CUDA device",

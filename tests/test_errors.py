@@ -59,6 +59,14 @@ def test_a_catalogue_id_as_target_names_its_short_name(workdir):
     assert run.returncode == 0, run.stderr[-2000:]
 
 
+def test_an_unknown_target_lists_its_papers_targets(workdir):
+    """``snakemake op_f9`` got Snakemake's generic "No rule to produce" where a known id gets a hint."""
+    run, last = _run(workdir, "op_f9", "--cores", "1")
+    assert run.returncode != 0
+    assert last == ("op_f9 names no experiment of config.yaml: the targets of OP are op_f1, op_f2, op_f3; "
+                    "`snakemake --list-target-rules` lists every target."), last
+
+
 def test_a_catalogue_id_hint_keeps_the_runs_config_and_config_files(workdir):
     """The hint dropped `--config` (and `--configfile`): `snakemake op_f1` then built the paper scale
     in results/ rather than what the user asked for."""

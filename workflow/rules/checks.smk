@@ -21,6 +21,14 @@ def catalogue_id_targets(argv):
     return [ids[w.lower()] for w in argv if w.lower() in ids and not Path(w).exists()]
 
 
+def unknown_targets(argv):
+    """Command-line words shaped like an experiment's target (``op_f9``: a paper, ``_``, a figure or
+    table and its number) that name none; Snakemake would say only "No rule to produce op_f9"."""
+    known = {paths.target(e) for e in EXPERIMENTS}
+    shaped = re.compile(r"^[a-z]+_[a-z]+[0-9]+[a-z]?$")
+    return [w for w in argv if shaped.match(w) and w not in known and not Path(w).exists()]
+
+
 def config_words(argv):
     """The command line's `--config` (`-C`) words, as typed: a suggested command repeats them."""
     words, inside = [], False
@@ -44,6 +52,17 @@ if workflow.is_main_process and catalogue_id_targets(sys.argv[1:]):
         f"build {'it' if len(_named) == 1 else 'them'} with "
         f"`{integrity.command(' '.join(paths.target(e) for e in _named), settings=config_words(sys.argv[1:]), cores=False)}` "
         "(the id in lower case, - as _); `snakemake --list-target-rules` lists every target."
+    )
+
+
+if workflow.is_main_process and unknown_targets(sys.argv[1:]):
+    _unknown = unknown_targets(sys.argv[1:])
+    _papers = sorted({w.split("_")[0] for w in _unknown})
+    _theirs = [paths.target(e) for e in EXPERIMENTS if paths.target(e).split("_")[0] in _papers]
+    stop(
+        f"{', '.join(_unknown)} {'names' if len(_unknown) == 1 else 'name'} no experiment of config.yaml"
+        + (f": the targets of {', '.join(p.upper() for p in _papers)} are {', '.join(_theirs)}" if _theirs else "")
+        + "; `snakemake --list-target-rules` lists every target."
     )
 
 
