@@ -166,3 +166,16 @@ def test_on_a_build_a_nan_makes_a_claim_invalid_a_table_unwritten_and_a_claims_t
                                  "(1 NaN in column act_ratio)"), _last(run)
     assert _last(run).endswith("`snakemake results/quick/OP/OP-F1.csv --force --cores 1 --config scale=quick`")
     assert not table.exists()
+
+
+def test_a_nan_from_an_absurd_setting_names_its_config_key():
+    """``sigma_w``, ``half_side`` or ``lr`` at 1e300 ended in "fix the measurement", naming no key."""
+    t = pd.DataFrame({"layer": [1, 2], "act_ratio": [1.0, NAN]})
+    with pytest.raises(jobs.NotFinite) as err:
+        jobs.check_finite(t, "OP-F1", catalogue.undefined("OP-F1"), "x.csv",
+                          settings={"widths": [100, 500], "sigma_w": 1e300, "init": {"lr": -2e16}}, scale="paper")
+    assert ("the config sets experiments.OP-F1.paper.sigma_w = 1e+300, experiments.OP-F1.paper.init.lr = -2e+16, far "
+            "beyond any value the papers use: a likely cause (correct it in config.yaml or your --configfile)") in str(err.value)
+    with pytest.raises(jobs.NotFinite) as err:
+        jobs.check_finite(t, "OP-F1", catalogue.undefined("OP-F1"), "x.csv", settings={"sigma_w": 2.0}, scale="paper")
+    assert "the config sets" not in str(err.value)

@@ -190,17 +190,34 @@ def nonfinite(table: pd.DataFrame, columns=None, rows=None) -> dict[str, str]:
     return found
 
 
-def check_finite(table: pd.DataFrame, exp_id: str, declared: dict[str, str], output: str | Path) -> None:
+def check_finite(table: pd.DataFrame, exp_id: str, declared: dict[str, str], output: str | Path,
+                 settings: dict | None = None, scale: str | None = None) -> None:
     """Refuse (``NotFinite``) a table of ``exp_id`` with NaN or inf in a column outside ``declared``
-    (``catalogue.undefined``: the columns the experiment says may hold them, and what they mean)."""
+    (``catalogue.undefined``: the columns the experiment says may hold them, and what they mean).
+    ``settings`` (the experiment's at ``scale``): a setting of magnitude 1e15 or more, where every
+    paper's are small numbers, is named as the likely cause, by its config key."""
     bad = {c: n for c, n in nonfinite(table).items() if c not in declared}
     if bad:
         found = "; ".join(f"{n} in column {c}" for c, n in bad.items())
+        huge = _huge_settings(settings or {}, f"experiments.{exp_id}.{scale}")
+        cause = (f"; the config sets {', '.join(huge)}, far beyond any value the papers use: a likely cause "
+                 f"(correct it in config.yaml or your --configfile)" if huge else "")
         raise NotFinite(f"{exp_id}: the rows for {output} hold values that are not numbers ({found}), in column(s) "
-                        f"{exp_id} does not declare may hold them, so nothing was written; fix the measurement, or "
+                        f"{exp_id} does not declare may hold them, so nothing was written{cause}; fix the measurement, or "
                         f"declare what such a value means in the catalogue entry's `undefined` "
                         f"(reluinit.pipeline.catalogue, docs/adding-an-experiment.md), then rerun "
                         f"`{integrity.rebuild_command(output)}`")
+
+
+def _huge_settings(value, key: str) -> list[str]:
+    """``key = value`` for every number of magnitude 1e15 or more in ``value`` (nested settings)."""
+    if isinstance(value, dict):
+        return [h for k, v in value.items() for h in _huge_settings(v, f"{key}.{k}")]
+    if isinstance(value, (list, tuple)):
+        return [h for i, v in enumerate(value) for h in _huge_settings(v, f"{key}[{i}]")]
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) >= 1e15:
+        return [f"{key} = {value!r}"]
+    return []
 
 
 def write_json(record, path: str | Path) -> None:

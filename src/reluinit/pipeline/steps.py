@@ -36,7 +36,7 @@ def measure(exp_id: str, job: str, s: dict, inputs: list, output: str, masks_fil
             extra["masks"] = masks[key]
         with _one_writer(exp, results, exp_id, key, log):
             frames[key] = exp.measure(s, key, device, [f for f in inputs if f not in others], **extra)
-        jobs.check_finite(frames[key], exp_id, declared, output)
+        jobs.check_finite(frames[key], exp_id, declared, output, settings=s, scale=scale)
     jobs.write_parts(frames, output, experiment=exp_id, scale=scale)
 
 
