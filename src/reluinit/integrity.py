@@ -128,8 +128,13 @@ def together() -> Iterator[None]:
         raise
     finally:
         _BATCH = None
-    for path, tmp, record in batch:
-        _put_in_place(path, tmp, record)
+    for i, (path, tmp, record) in enumerate(batch):
+        try:
+            _put_in_place(path, tmp, record)
+        except BaseException:  # a full disk while sealing: the files not yet in place are not left behind
+            for _, rest, _ in batch[i + 1:]:
+                rest.unlink(missing_ok=True)
+            raise
 
 
 # Each results tree (``results/<scale>``) lists every file it has sealed, one path a line relative to
