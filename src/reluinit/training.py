@@ -666,15 +666,14 @@ def handing_over(states: list[dict]) -> Iterator[None]:
 def load_data(s: dict, device, channels_last: bool = False,
               fixed_stats: bool = False) -> tuple[DeviceData, DeviceData, datasets.Split]:
     """The train and test splits of ``s["dataset"]`` (the quick stand-in at the quick scale) on the
-    device, normalised with the training set's statistics, or with ``fixed_stats`` the constants
-    a dataset has in ``datasets.FIXED_STATS`` (CIFAR, as the RP authors' code); and the training
+    device, normalised with the training set's statistics, or with ``fixed_stats`` the RP authors'
+    constants where a dataset has them (``datasets.fixed_stats``: CIFAR, MNIST); and the training
     split itself (for pruning batches)."""
     split = datasets.load(s["dataset"], s["data_dir"], train=True, scale=s["scale"])
     mean = std = None
-    loaded = datasets.resolve(s["dataset"], s["scale"])  # split.name may say "subset"
-    if fixed_stats and loaded in datasets.FIXED_STATS:
-        mean, std = (torch.tensor(c, dtype=torch.float32, device=device).view(1, -1, 1, 1)
-                     for c in datasets.FIXED_STATS[loaded])
+    stats = datasets.fixed_stats(s["dataset"], s["scale"]) if fixed_stats else None
+    if stats is not None:
+        mean, std = (torch.tensor(c, dtype=torch.float32, device=device).view(1, -1, 1, 1) for c in stats)
     train = DeviceData(split.x, split.y, device, mean=mean, std=std, channels_last=channels_last)
     test = DeviceData.from_split(datasets.load(s["dataset"], s["data_dir"], train=False, scale=s["scale"]), device,
                                  like=train, channels_last=channels_last)

@@ -38,9 +38,16 @@ log = logging.getLogger(__name__)
 
 
 def _batch(s: dict, seed: int, dev):
+    """A class-balanced pruning batch of the training split, normalised as every RP experiment
+    normalises (the authors' constants, ``datasets.fixed_stats``; the training set's statistics
+    where they have none), and the split."""
     data = datasets.load(s["dataset"], s["data_dir"], train=True, scale=s["scale"])
     x, y = datasets.balanced_batch(data, s["batch_per_class"], seed)
-    return x.to(dev), y.to(dev), data
+    stats = datasets.fixed_stats(s["dataset"], s["scale"])
+    if stats is None:
+        dims = [d for d in range(data.x.dim()) if d != 1]
+        stats = (data.x.mean(dim=dims).tolist(), data.x.std(dim=dims).clamp_min(1e-6).tolist())
+    return datasets.normalise(x, stats).to(dev), y.to(dev), data
 
 
 def _ffnn(s: dict, n_in: int, sigma_w: float, sigma_b: float, seed: int, dev) -> torch.nn.Module:

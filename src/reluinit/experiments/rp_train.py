@@ -154,7 +154,8 @@ def train_pruned(s: dict, run: dict, data, device, checkpoint: Checkpoint | None
                          init=run["init"], method=run["method"], sparsity=run["sparsity"],
                          achieved_sparsity=sparsity(masks) if masks else 0.0, rep=run["rep"], net_seed=run["seed"],
                          sigma_w=sigma_w, sigma_b=sigma_b, collapsed_layers=collapsed,
-                         recipe=s["recipe"].get("name", ""), setup=run.get("setup", ""), depth=run.get("depth"))
+                         recipe=s["recipe"].get("name", ""), setup=run.get("setup", ""), depth=run.get("depth"),
+                         **{field: run[field] for field in READINGS if field in run})
 
 
 # --- runs and parts --------------------------------------------------------------------------------
@@ -165,30 +166,65 @@ SETUPS = {"eoc_rescaled": ("eoc", "eoc_rescaling"), "eoc": ("eoc", "snip"), "ord
 
 def _runs(s: dict, axes: dict[str, list]) -> dict[str, dict]:
     """``product_runs`` of ``axes``, with what the axes leave out from the settings (activation, init,
-    dataset, model, width) and a set-up spelled out as its initialization and method."""
+    dataset, model, width) and a set-up spelled out as its initialization and method. A set-up run
+    also names the readings the paper leaves open (``READINGS``: SGD's momentum, the ordered
+    point's chi), from the settings unless an axis varies them (RP-F3), so that the runs of two
+    experiments compare field by field (config ``shared``). With ``cells`` (a list of
+    ``{field: [values]}``) only the runs matching one of them are kept, after numbering the full
+    product: the runs kept keep their keys and seeds."""
     runs = {}
     for key, run in product_runs(s, axes).items():
         run = {"activation": s.get("activation", "relu"), "init": s.get("init", "he"), "dataset": s.get("dataset"),
                "model": s.get("model"), "width": s.get("width"), **run}
         if "setup" in run:
             run["init"], run["method"] = SETUPS[run["setup"]]
-        runs[key] = run
+            run = {**{field: read(s) for field, (_, read, _) in READINGS.items()}, **run}
+        if _in_cells(run, s.get("cells")):
+            runs[key] = run
     return runs
+
+
+def _in_cells(run: dict, cells: list[dict] | None) -> bool:
+    """Whether ``run`` is one of ``cells`` (any of them: each a ``{field: [values]}`` it must match
+    in every field); every run without ``cells``."""
+    if not cells:
+        return True
+    for cell in cells:
+        missing = [f for f in cell if f not in run]
+        if missing:  # a misspelt field: said here, not as a grid silently emptied
+            raise ValueError(f"cells names {', '.join(map(repr, missing))}, which run {run.get('key')} does not have; "
+                             f"its fields: {', '.join(run)}")
+    return any(all(run[f] in values for f, values in cell.items()) for cell in cells)
+
+
+# The settings a set-up run names as its own fields (``_runs``), each: (the axis that varies it,
+# its value in the settings, the settings a run of that value trains under). RP leaves them open
+# (docs/papers/rp.md, "The readings"): SGD's momentum (the paper: "SGD"; the authors' CIFAR script:
+# 0.9) and the ordered point (chi, ours).
+READINGS = {
+    "momentum": ("momenta", lambda s: float(s["recipe"].get("momentum", 0.0)),
+                 lambda s, v: {"recipe": {**s["recipe"], "momentum": v}}),
+    "ordered_chi": ("ordered_chis", lambda s: (s.get("ordered") or {}).get("chi"),
+                    lambda s, v: {"ordered": {"chi": v, "sigma_b": s["ordered"]["sigma_b"]}}),
+}
 
 
 def _run_settings(s: dict, run: dict) -> dict:
     """A run's settings: its dataset's, and its dataset's recipe where the settings give one (RP-T2:
-    160 epochs on CIFAR-10, 250 on CIFAR-100)."""
+    160 epochs on CIFAR-10, 250 on CIFAR-100), and the readings its fields name (``READINGS``)."""
     settings = {**s, "dataset": run["dataset"]}
     if run["dataset"] in s.get("recipes_by_dataset", {}):
         settings["recipe"] = s["recipes_by_dataset"][run["dataset"]]
+    for field, (_, read, trains_under) in READINGS.items():
+        if field in run and run[field] != read(settings):
+            settings.update(trains_under(settings, run[field]))
     return settings
 
 
 # Settings that lay out a table's runs and jobs (which runs, their seeds, where they train), not how
 # one of them trains; and settings that only some runs read (the others train alike whatever they say).
 GRID = frozenset({"seed", "reps", "models", "methods", "sparsities", "datasets", "activations", "setups", "depths",
-                  "recipes_by_dataset", "shared"})
+                  "recipes_by_dataset", "shared", "cells", *(axis for axis, _, _ in READINGS.values())})
 READ_BY = {
     "synflow_rounds": lambda run: method(run["method"])[0] == "synflow",
     "grasp_batch": lambda run: method(run["method"])[0] == "grasp",
@@ -211,7 +247,7 @@ def trained_with(s: dict, run: dict) -> dict:
 
 
 def _load(s: dict, device):
-    """CIFAR normalised with the authors' constants (``fixed_stats``)."""
+    """The splits normalised with the authors' constants (``fixed_stats``: CIFAR, MNIST)."""
     return load_data(s, device, channels_last=s["recipe"].get("channels_last", False), fixed_stats=True)
 
 
@@ -223,8 +259,14 @@ def run_table(axes_of):
 
 # --- RP-F3 / RP-F5: accuracy over depth x sparsity, three set-ups -------------------------------------
 
-heat_parts, heat_measure, heat_masks = run_table(lambda s: {"activation": s["activations"], "setup": s["setups"],
-                                                "depth": s["depths"], "sparsity": s["sparsities"]})
+def _heat_axes(s: dict) -> dict[str, list]:
+    """Activation x set-up x depth x sparsity, after the readings an experiment varies (RP-F3)."""
+    readings = {field: s[axis] for field, (axis, _, _) in READINGS.items() if axis in s}
+    return {**readings, "activation": s["activations"], "setup": s["setups"], "depth": s["depths"],
+            "sparsity": s["sparsities"]}
+
+
+heat_parts, heat_measure, heat_masks = run_table(_heat_axes)
 
 
 # --- RP-T1/T2/T3/T5/T8/T9: methods x sparsities x models (x datasets, activations) --------------------
