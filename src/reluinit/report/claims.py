@@ -98,6 +98,12 @@ def runs(t: pd.DataFrame, key: str = "run") -> pd.DataFrame:
     return t.drop_duplicates(key)
 
 
+def cells(t: pd.DataFrame, by=("setup", "depth", "sparsity"), value: str = "final_test_acc") -> pd.Series:
+    """One value per cell of a grid trained at several seeds: the mean of ``value`` over the cell's
+    runs (each run read once, ``runs``), indexed by ``by``."""
+    return runs(t).groupby(list(by))[value].mean()
+
+
 def common_grid(values: pd.Series) -> pd.DataFrame:
     """``values`` indexed by (x, column), each column measured on its own x points, as a table with a
     column per second key, each interpolated linearly onto every x inside the range all columns cover:
@@ -125,7 +131,7 @@ def exponential(m: pd.Series) -> float:
 
 
 HELPERS = {"np": np, "slope": slope, "rate": rate, "corr": corr, "spearman": spearman,
-           "r2": r2, "runs": runs, "common_grid": common_grid, "exponential": exponential}
+           "r2": r2, "runs": runs, "cells": cells, "common_grid": common_grid, "exponential": exponential}
 
 _EXPECT = re.compile(r"\s*(<=|>=|==|<|>|≈)?\s*([-+0-9.eE]+|true|false)\s*(?:±\s*([0-9.eE]+))?\s*$")
 
