@@ -19,6 +19,12 @@ the paper says that number is::
       note: ...               # optional: a fixed remark on how the claim reads the table, in the note
       whole: true             # optional: reads a region or the whole grid, so a table still
                               # arriving part by part (``reference export``) does not judge it
+      kind: claim             # or check (a proven bound, our construction), calibration (a setting of ours
+                              # chosen to meet the paper: shown, not judged)
+      expect_from: paper      # or ours, or "paper, our tolerance": who set the expectation
+      unit: net_seed          # optional: the column naming each independent draw (net, seed) a bootstrap
+                              # resamples for the measure's standard error
+      se: ...                 # optional, instead: an expression giving that standard error
       quote: "..."            # the paper's words the claim stands on (verbatim)
       ours: "..."             # what the paper does not give: tolerances, thresholds, settings ("" if none)
       fails: "..."            # a plausible result that would fail it
@@ -32,8 +38,12 @@ plain builtins (``SAFE_BUILTINS``) and table methods (``METHODS``); ``where`` co
 columns. ``check_expression`` refuses anything else when the file loads (an import, a file, a
 dunder, ``@`` locals, a method that reads, writes or evaluates), naming the claim and the construct. A ``cells``
 block lists the cells of a paper table (RP's accuracy tables) compactly; each cell becomes one
-claim. Verdicts: "reproduced", "not reproduced", or "not run at this scale" (a paper-scale claim
-at the quick scale, or a table the workflow has not built); "invalid" when the rows a claim reads
+claim. Verdicts of a claim of the paper: "reproduced", "not reproduced", "inconclusive" (with a
+``unit``, its value lies within two standard errors of its threshold: a bootstrap over the nets or
+seeds cannot tell the verdict); of a check: "check holds" or "check fails"; of a calibration:
+"calibration (shown)", its value shown beside what it was chosen to meet; any may be "not run at
+this scale" (a paper-scale claim at the quick scale, or a table the workflow has not built), or
+"invalid" when the rows a claim reads
 hold NaN or inf in a column its experiment does not declare may hold them (the note counts them;
 a declared one is named in the note, with what it means: ``catalogue.undefined``). ``why`` says what a verdict other than
 "reproduced" means (stand-in data, toy sizes, a number the paper's own bound rules out), so that
@@ -60,13 +70,31 @@ from ..pipeline import catalogue, jobs, paths
 from ..pipeline.config import read_yaml, yaml_problem
 from ..pipeline.shared import take
 
+# What a claim is (``kind``), and so what its verdict can be:
+# - "claim": a statement of the paper about what happens: reproduced, not reproduced, or
+#   inconclusive (its measured value within two standard errors of its threshold: the power we
+#   have cannot tell);
+# - "check": a proven bound, or the exactness of a construction of ours: it holds, or fails (only a
+#   bug can fail it);
+# - "calibration": a setting of ours chosen so that the paper's statement holds: shown, not judged.
+CLAIM, CHECK, CALIBRATION = "claim", "check", "calibration"
+KINDS = (CLAIM, CHECK, CALIBRATION)
 REPRODUCED, NOT_REPRODUCED, NOT_RUN = "reproduced", "not reproduced", "not run at this scale"
+INCONCLUSIVE = "inconclusive"
+HOLDS, FAILS, SHOWN = "check holds", "check fails", "calibration (shown)"
 INVALID = "invalid"  # its rows hold NaN or inf where the table's experiment promises numbers
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_RUN, INVALID)
-COLUMNS = ["claim", "paper", "place", "statement", "table", "expected", "measured", "scale",
-           "verdict", "note", "why"]
-TEXT_COLUMNS = ["claim", "paper", "place", "statement", "table", "expected", "scale", "verdict",
-                "note", "why"]
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, HOLDS, FAILS, SHOWN, NOT_RUN, INVALID)
+# Where a claim's expectation comes from (``expect_from``): a number or threshold the paper states,
+# one of ours (the paper gives words: "weakly", "trainable"), or the paper's number in a window of ours.
+PAPER, OURS, PAPER_OUR_TOLERANCE = "paper", "ours", "paper, our tolerance"
+EXPECT_FROM = (PAPER, OURS, PAPER_OUR_TOLERANCE)
+COLUMNS = ["claim", "paper", "kind", "place", "statement", "table", "expected", "expect_from", "measured", "se",
+           "scale", "verdict", "note", "why"]
+TEXT_COLUMNS = ["claim", "paper", "kind", "place", "statement", "table", "expected", "expect_from", "scale",
+                "verdict", "note", "why"]
+# Resamples of a claim's bootstrap standard error (``unit``), drawn from a fixed seed: a scorecard
+# judged twice from the same tables is the same file.
+BOOTSTRAP_N, BOOTSTRAP_SEED = 200, 0
 
 
 # Helpers a claim's expression may call.
@@ -96,6 +124,11 @@ def r2(x, y) -> float:
 def runs(t: pd.DataFrame, key: str = "run") -> pd.DataFrame:
     """One row per training run (run-level columns repeat on every epoch row)."""
     return t.drop_duplicates(key)
+
+
+def packed(text) -> pd.Series:
+    """The numbers of one ``;``-joined cell (RP-F1's ``chi_measured_<stage>_nets``: one per net)."""
+    return pd.Series([float(v) for v in str(text).split(";") if v.strip()], dtype=float)
 
 
 def cells(t: pd.DataFrame, by=("setup", "depth", "sparsity"), value: str = "final_test_acc") -> pd.Series:
@@ -131,7 +164,7 @@ def exponential(m: pd.Series) -> float:
 
 
 HELPERS = {"np": np, "slope": slope, "rate": rate, "corr": corr, "spearman": spearman,
-           "r2": r2, "runs": runs, "cells": cells, "common_grid": common_grid, "exponential": exponential}
+           "r2": r2, "runs": runs, "cells": cells, "packed": packed, "common_grid": common_grid, "exponential": exponential}
 
 _EXPECT = re.compile(r"\s*(<=|>=|==|<|>|≈)?\s*([-+0-9.eE]+|true|false)\s*(?:±\s*([0-9.eE]+))?\s*$")
 
@@ -156,6 +189,10 @@ class Claim:
     # Judged on the finished table only: a count or extreme over a region of cells would change
     # as the rest of its jobs arrive (RP-F3's trainable cells), where one cell's value would not.
     whole: bool = False
+    kind: str = CLAIM  # KINDS
+    expect_from: str = ""  # EXPECT_FROM: required of every claim (a cell block's are the paper's)
+    unit: str | None = None  # the column of the draws a bootstrap resamples (standard error)
+    se: str | None = None  # or an expression over ``t`` giving the standard error (draws packed in one cell)
     quote: str = ""  # the paper's words it stands on
     ours: str = ""   # the choices that are not the paper's
     fails: str = ""  # a plausible result that would fail it
@@ -197,6 +234,7 @@ def _cell_claims(block: dict) -> list[Claim]:
         label = ", ".join(f"{k}={v}" for k, v in zip(keys, key_values))
         tol = max(float(spread), float(block.get("min_tolerance", 0)))
         expect = own[0] if own else f"{value} ± {tol:g}"
+        source = OURS if own else PAPER_OUR_TOLERANCE if tol > float(spread) else PAPER
         read = f" (judged as {expect})" if own else ""
         out.append(Claim(
             id=f"{block['id']}[{'/'.join(map(str, key_values))}]", paper=block["paper"],
@@ -205,7 +243,7 @@ def _cell_claims(block: dict) -> list[Claim]:
             measure=block["measure"], expect=expect, where=where, note=block.get("note", "") if own else "",
             scale=block.get("scale", "paper"), why=block.get("why", ""), quote=block.get("quote", ""),
             ours=block.get("ours", ""), fails=block.get("fails", ""),
-            cell=dict(zip(keys, key_values)), reported=f"{value} ± {spread}",
+            cell=dict(zip(keys, key_values)), reported=f"{value} ± {spread}", expect_from=source,
             table_title=block["claim"]))
     return out
 
@@ -241,11 +279,20 @@ def load(path: str | Path) -> list[Claim]:
             raise ClaimError(f"{at}: claim id {c.id} is used twice; give it another id")
         seen.add(c.id)
         try:
+            if c.kind not in KINDS:
+                raise ValueError(f"claim {c.id}: kind {c.kind!r} is none of {', '.join(KINDS)}")
+            if c.unit and c.unit not in c.columns:
+                raise ValueError(f"claim {c.id}: unit {c.unit!r} is not among its columns; add it there")
             c.expectation()  # fail on an unreadable expectation when loading, not when judging
             check_measure(c.id, c.measure, c.columns)
+            if c.se:
+                check_measure(c.id, c.se, c.columns)
             for where in (c.where, (c.also or {}).get("where")):
                 if where:
                     check_expression(c.id, "where", where, c.columns)
+            if c.expect_from not in EXPECT_FROM:
+                raise ValueError(f"claim {c.id}: expect_from {c.expect_from!r} is none of {', '.join(EXPECT_FROM)}: "
+                                 f"say who set its expectation ('paper': the paper states it)")
         except ValueError as e:
             raise ClaimError(f"{at}: {e}") from None
     return claims
@@ -306,8 +353,9 @@ def measure(claim: Claim, table: pd.DataFrame, where: str | None = "claim") -> f
     return None if t.empty else _value(claim, t)
 
 
-def _value(claim: Claim, t: pd.DataFrame) -> float:
-    return float(eval(claim.measure, {"__builtins__": SAFE_BUILTINS, **HELPERS}, {"t": t}))  # noqa: S307 - checked
+def _value(claim: Claim, t: pd.DataFrame, expression: str | None = None) -> float:
+    """The claim's ``measure`` (or ``expression``, checked as it is) on its rows ``t``."""
+    return float(eval(expression or claim.measure, {"__builtins__": SAFE_BUILTINS, **HELPERS}, {"t": t}))  # noqa: S307
 
 
 # What a claim may use: it evaluates data, not code. ``check_expression`` parses a ``measure`` or
@@ -496,9 +544,62 @@ def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str) -> dict:
         notes.append(f"{claim.also['label']}: {'no rows' if other is None else f'{other:.4g}'}")
     if not np.isfinite(measured):
         notes.insert(0, "the measure is not finite")
+    met = judge(op, value, tol, measured)
+    if claim.unit or claim.se:
+        row["se"] = se = standard_error(claim, t) if claim.unit else _value(claim, t, claim.se)
+        if claim.kind == CLAIM and np.isfinite(measured) and undecided(op, value, tol, measured, se):
+            over = (f"a bootstrap over its {t[claim.unit].nunique()} {claim.unit} values" if claim.unit
+                    else "over its draws")
+            notes.append(f"inconclusive: {measured:.4g} lies within two standard errors ({se:.2g}, {over}) of where "
+                         f"its verdict turns; more draws would decide it")
+            row["note"] = "; ".join(notes)
+            row["verdict"] = INCONCLUSIVE
+            return row
+    if claim.kind == CALIBRATION:
+        notes.append(f"a setting of ours was chosen to meet it: {'met' if met else 'not met'}, not judged")
     row["note"] = "; ".join(notes)
-    row["verdict"] = REPRODUCED if judge(op, value, tol, measured) else NOT_REPRODUCED
+    row["verdict"] = {CLAIM: (REPRODUCED, NOT_REPRODUCED), CHECK: (HOLDS, FAILS),
+                      CALIBRATION: (SHOWN, SHOWN)}[claim.kind][0 if met else 1]
     return row
+
+
+def edges(op: str, value: float, tol: float) -> list[float]:
+    """Where a claim's verdict turns: its threshold, or the two ends of its window."""
+    return [value - tol, value + tol] if op == "≈" else [value]
+
+
+def undecided(op: str, value: float, tol: float, measured: float, se: float) -> bool:
+    """Whether ``measured`` lies within two standard errors ``se`` of where the verdict turns. An
+    exact expectation ("== 1": every architecture, every cell) has no such margin: it is judged as
+    measured, its standard error shown."""
+    if op == "==" or not (np.isfinite(se) and se > 0):
+        return False
+    return bool(min(abs(measured - e) for e in edges(op, value, tol)) < 2 * se)
+
+
+def standard_error(claim: Claim, t: pd.DataFrame, n: int = BOOTSTRAP_N, seed: int = BOOTSTRAP_SEED) -> float:
+    """The bootstrap standard error of ``claim``'s measure on its rows ``t``: its ``unit`` values
+    (the nets or seeds drawn) resampled with replacement ``n`` times, each drawn value's rows
+    relabelled apart (a draw taken twice counts twice, ``run`` keys too), the measure recomputed;
+    the sd of those values. NaN with fewer than two draws."""
+    units = pd.unique(t[claim.unit])
+    if len(units) < 2:
+        return float("nan")
+    where = {u: np.flatnonzero((t[claim.unit] == u).to_numpy()) for u in units}
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(n):
+        picked = rng.integers(len(units), size=len(units))
+        rows = [where[units[i]] for i in picked]
+        drawn = t.iloc[np.concatenate(rows)].copy()
+        label = np.repeat(np.arange(len(picked)), [len(r) for r in rows])
+        drawn[claim.unit] = label
+        if "run" in drawn and claim.unit != "run":
+            drawn["run"] = drawn["run"].astype(str) + "#" + label.astype(str)
+        value = _value(claim, drawn)
+        if np.isfinite(value):
+            values.append(value)
+    return float(np.std(values, ddof=1)) if len(values) > 1 else float("nan")
 
 
 # What one claim may spend: a measure is data, but one such as ``sum(range(10**15))`` passes every
@@ -582,8 +683,9 @@ def _picklable(e: Exception) -> bool:
 
 def _blank_row(claim: Claim, scale: str, verdict: str = NOT_RUN, note: str = "") -> dict:
     """A scorecard row of ``claim`` with nothing measured yet."""
-    return {"claim": claim.id, "paper": claim.paper, "place": claim.place, "statement": claim.claim,
-            "table": claim.table, "expected": str(claim.expect), "measured": float("nan"),
+    return {"claim": claim.id, "paper": claim.paper, "kind": claim.kind, "place": claim.place,
+            "statement": claim.claim, "table": claim.table, "expected": str(claim.expect),
+            "expect_from": claim.expect_from, "measured": float("nan"), "se": float("nan"),
             "scale": scale, "verdict": verdict, "note": note, "why": claim.why}
 
 
@@ -635,20 +737,34 @@ def read(path: str | Path) -> pd.DataFrame:
     """A scorecard CSV as written: empty notes stay empty strings (pandas would read them as
     NaN and a page would print 'nan'); only ``measured`` is numeric."""
     card = pd.read_csv(path, dtype={c: str for c in TEXT_COLUMNS}, keep_default_na=False)
-    card["measured"] = pd.to_numeric(card["measured"].replace("", np.nan))
+    for c in ("measured", "se"):
+        if c in card:
+            card[c] = pd.to_numeric(card[c].replace("", np.nan))
     return card.reindex(columns=COLUMNS, fill_value="")
 
 
+# The columns of ``summary``: the paper's claims by verdict, then the checks and the calibrations,
+# each kind counted apart; "invalid" only where a claim is.
+SUMMARY = {"reproduced": (CLAIM, REPRODUCED), "not reproduced": (CLAIM, NOT_REPRODUCED),
+           "inconclusive": (CLAIM, INCONCLUSIVE), "claims not run": (CLAIM, NOT_RUN),
+           "checks holding": (CHECK, HOLDS), "checks failing": (CHECK, FAILS),
+           "calibrations": (CALIBRATION, SHOWN), "invalid": (None, INVALID)}
+
+
 def summary(card: pd.DataFrame) -> pd.DataFrame:
-    """Counts of verdicts per paper."""
-    if card.empty:
-        return pd.DataFrame(columns=list(VERDICTS[:3]))
-    counts = card.groupby(["paper", "verdict"]).size().unstack(fill_value=0)
-    shown = [v for v in VERDICTS if v != INVALID or v in counts.columns]  # "invalid" only where a claim is
-    return counts.reindex(columns=shown, fill_value=0)
+    """Counts per paper of the paper's claims by verdict, of the checks and of the calibrations
+    (``SUMMARY``), the kinds apart; a check or calibration not run counts nowhere but its row."""
+    kind = card["kind"].replace("", CLAIM) if "kind" in card else pd.Series(CLAIM, index=card.index)
+    counts = {name: card[(card["verdict"] == v) & ((kind == k) if k else True)].groupby("paper").size()
+              for name, (k, v) in SUMMARY.items()}
+    out = pd.DataFrame(counts).fillna(0).astype(int)
+    out = out.reindex(list(dict.fromkeys(card["paper"]))) if len(card) else out
+    shown = [c for c in SUMMARY if c != "invalid" or out.get(c, pd.Series(dtype=int)).sum()]
+    return out.reindex(columns=shown, fill_value=0).fillna(0).astype(int)
 
 
-_COLOURS = {REPRODUCED: "#cce5cc", NOT_REPRODUCED: "#f4c7c3", NOT_RUN: "#e8e8e8", INVALID: "#f9d9a8"}
+_COLOURS = {REPRODUCED: "#cce5cc", NOT_REPRODUCED: "#f4c7c3", NOT_RUN: "#e8e8e8", INVALID: "#f9d9a8",
+            INCONCLUSIVE: "#fff2b3", HOLDS: "#dde8f4", FAILS: "#f4c7c3", SHOWN: "#eeeeee"}
 NO_REASON = "no reason given in claims.yaml"
 
 
@@ -715,25 +831,35 @@ def _links(table: str, paper: str, here: Path, results: Path) -> str:
 
 def _row(r, links: str) -> str:
     reason = [r["note"]] if r["note"] else []
-    if r["verdict"] != REPRODUCED:
+    if r["verdict"] not in (REPRODUCED, HOLDS):
         reason.append(r["why"] or (NO_REASON if r["verdict"] == NOT_REPRODUCED else ""))
     cells = [f"<a id='{escape(r['claim'])}'></a>{escape(r['claim'])}", escape(r["place"]),
-             escape(r["statement"]), escape(r["expected"]), _measured(r["measured"]),
+             escape(r["statement"]), escape(expected(r)), _measured(r["measured"]),
              escape(r["verdict"]), escape("; ".join(x for x in reason if x)), links]
     colour = _COLOURS.get(r["verdict"], "white")
     return f"<tr style='background-color: {colour}'>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
 
 
+def expected(r) -> str:
+    """A scorecard row's expectation, labelled with who set it: "0.22 ± 0.03 (the paper's 0.22, our
+    tolerance)", "== 1 (ours)", "> 0 (the paper)"."""
+    label = {PAPER: "the paper", OURS: "ours", PAPER_OUR_TOLERANCE: "the paper's value, our tolerance"}
+    source = r.get("expect_from", "")
+    return f"{r['expected']} ({label[source]})" if source in label else str(r["expected"])
+
+
 def _counts(card: pd.DataFrame) -> str:
-    n = card["verdict"].value_counts()
-    return ", ".join(f"{n.get(v, 0)} {v}" for v in VERDICTS if v != INVALID or n.get(v, 0))
+    """"12 reproduced, 3 not reproduced, ...; 4 checks holding; 1 calibration": each kind apart."""
+    n = summary(card).sum()
+    said = [f"{n[c]} {c}" for c in SUMMARY if c in n and (n[c] or c in ("reproduced", "not reproduced"))]
+    return ", ".join(said)
 
 
 _STYLE = """body {font-family: sans-serif; max-width: 1300px; margin: 1em auto; line-height: 1.35}
 table {border-collapse: collapse; margin: 0.5em 0 1.5em} td, th {border: 1px solid #bbb;
 padding: 3px 6px; vertical-align: top; font-size: 0.9em} th {background: #f4f4f4}
 nav a {margin-right: 1em}"""
-_HEAD = ["claim", "place", "statement", "expected", "measured", "verdict", "why not / note", "see"]
+_HEAD = ["claim", "place", "statement", "expected (set by)", "measured", "verdict", "why not / note", "see"]
 
 
 def stand_in_data(results: str | Path) -> list[str]:
@@ -823,6 +949,9 @@ def failing(claim: Claim) -> str:
             "==": f"anything but {value:g}"}[op]
 
 
+_SET_BY = {PAPER: "set by the paper", OURS: "set by us", PAPER_OUR_TOLERANCE: "the paper's value in a window of ours"}
+
+
 def _text(text: str) -> str:
     return " ".join(str(text).split())
 
@@ -837,7 +966,10 @@ def record(claims: list[Claim]) -> str:
              "edit the claims there -->", "", "# Claims, read against the papers", "",
              "Every claim of `claims.yaml` as its paper states it: the paper's words it stands on, what the "
              "claim measures (its expectation), which measured values would fail it and a plausible result "
-             "that would, and the choices that are ours, not the paper's. A block of a paper table's cells "
+             "that would, and the choices that are ours, not the paper's. Each says who set its expectation "
+             "(the paper, or us where the paper gives words, not a number); a check is a proven bound or a "
+             "construction of ours, which only a bug can fail, and a calibration a setting we chose so that "
+             "the paper's statement holds. A block of a paper table's cells "
              "is one entry: each cell is judged as the paper's mean ± its spread, widened as the block says. "
              "The verdicts at the papers' sizes are on the [scorecard](reference/paper/reports/scorecard.html) "
              "and in the [gallery](gallery.md).", ""]
@@ -855,7 +987,10 @@ def record(claims: list[Claim]) -> str:
                 n = sum(1 for d in claims if d.block == c.block)
                 what, fail = f"{c.table_title}: {n} cells, each the paper's mean ± sd", "a cell outside its window"
             else:
-                what, fail = f"{c.claim} (expects `{c.expect}`)", f"measured {failing(c)}"
+                kind = {CLAIM: "", CHECK: "A check (only a bug can fail it): ",
+                        CALIBRATION: "A calibration (a setting of ours chosen to meet it: shown, not judged): "}[c.kind]
+                what = f"{kind}{c.claim} (expects `{c.expect}`, {_SET_BY[c.expect_from]})"
+                fail = f"measured {failing(c)}"
             fail += f": {_text(c.fails)}" if c.fails else ""
             what = _text(what)
             lines += [f"### {c.block}", "", f"*{_text(c.place)}*, table {c.table}. {what[:1].upper() + what[1:]}", "",

@@ -605,8 +605,8 @@ def verdicts(card: pd.DataFrame, runs: pd.DataFrame, absent: bool = False, reaso
     reference/README.md and the documentation show everything."""
     counts = claims.summary(card)
     done = runs[runs["status"] == "done"].groupby(runs["experiment"].map(paper_of)).size()
-    shown = list(counts.columns)  # "invalid" only when a claim is
-    lines = [f"| paper | {' | '.join(v.replace(' at this scale', '') for v in shown)} | experiments in the reference |",
+    shown = list(counts.columns)  # the paper's claims by verdict, then checks and calibrations; "invalid" when a claim is
+    lines = [f"| paper | {' | '.join(shown)} | experiments in the reference |",
              "|---|" + "---|" * len(shown) + "---|"]
     for paper in PAPERS:
         if paper in counts.index:
@@ -621,10 +621,19 @@ def verdicts(card: pd.DataFrame, runs: pd.DataFrame, absent: bool = False, reaso
                       "to download CIFAR, Tiny ImageNet or ImageNet):", ""]
         lines += [f"- **{e}**: {absent_why(e, config)}" for e in lacking]
     if reasons:
-        lines += ["", "Not reproduced at the paper scale, and why:", ""]
-        for _, row in card[card["verdict"] == claims.NOT_REPRODUCED].iterrows():
-            lines.append(f"- **{row['claim']}** ({row['table']}): measured {_num(row['measured'])}, the paper "
-                         f"{row['expected']}. {row['why'] or claims.NO_REASON}")
+        for verdict, heading in ((claims.NOT_REPRODUCED, "Not reproduced at the paper scale, and why"),
+                                 (claims.INCONCLUSIVE, "Inconclusive at the power we have, and what would decide it"),
+                                 (claims.FAILS, "Checks that fail (a bug), and why")):
+            said = card[card["verdict"] == verdict]
+            if said.empty:
+                continue
+            lines += ["", f"{heading}:", ""]
+            for _, row in said.iterrows():
+                se = f" ± {_num(row['se'])} (standard error)" if pd.notna(row.get("se")) else ""
+                note = f" {row['note']}." if verdict == claims.INCONCLUSIVE and row["note"] else ""
+                why = row["why"] or ("" if verdict == claims.INCONCLUSIVE else claims.NO_REASON)
+                lines.append(f"- **{row['claim']}** ({row['table']}): measured {_num(row['measured'])}{se}, expected "
+                             f"{claims.expected(row)}.{note} {why}".rstrip())
         for _, row in card[card["verdict"] == claims.INVALID].iterrows():
             lines.append(f"- **{row['claim']}** ({row['table']}): not judged, {row['note']}.")
     return "\n".join(lines)

@@ -31,16 +31,17 @@ def scorecard(results: str, paper: str | None = None) -> pd.DataFrame:
 def verdicts(card: pd.DataFrame, exp_id: str) -> pd.DataFrame:
     """The scorecard rows judged on ``exp_id``'s table."""
     rows = card[card["table"] == exp_id]
-    return rows[["claim", "statement", "expected", "measured", "verdict", "note", "why"]].reset_index(drop=True)
+    rows = rows.assign(expected=[claims.expected(r) for _, r in rows.iterrows()])
+    return rows[["claim", "kind", "statement", "expected", "measured", "verdict", "note", "why"]].reset_index(drop=True)
 
 
 def seen(card: pd.DataFrame, exp_id: str) -> str:
-    """One line: how many of the figure's claims were reproduced, not reproduced, not run."""
-    counts = verdicts(card, exp_id)["verdict"].value_counts()
-    if counts.empty:
+    """One line: how many of the figure's claims were reproduced, not reproduced, inconclusive or
+    not run, and its checks and calibrations apart."""
+    rows = card[card["table"] == exp_id]
+    if rows.empty:
         return "No scorecard claim reads this table; compare the figure and summary with the paper."
-    order = [v for v in claims.VERDICTS if v != claims.INVALID or counts.get(v, 0)]
-    return "Claims on this table: " + ", ".join(f"{counts.get(v, 0)} {v}" for v in order) + "."
+    return f"Claims on this table: {claims._counts(rows)}."
 
 
 def _link(target: str | Path, results: str, paper: str) -> str:
