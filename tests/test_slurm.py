@@ -163,13 +163,16 @@ def test_a_cancelled_job_is_resubmitted_and_finishes(cluster, local_run, tmp_pat
 
 # A training job long enough to be cancelled mid-run: RP-F3's quick runs (two tiny FFNNs) for
 # 2,000 SGD steps each, about 47 epochs of the digits, one checkpoint per epoch.
-TRAINING = {"experiments": {"RP-F3": {"quick": {"setups": ["eoc_rescaled"], "depths": [2, 6], "sparsities": [0.5]}}},
+# RP-F5 narrowed alike: its tanh cells are RP-F3's runs (config `shared`), so the two grids must agree.
+_NARROW = {"setups": ["eoc_rescaled"], "depths": [2, 6], "sparsities": [0.5]}
+TRAINING = {"experiments": {"RP-F3": {"quick": _NARROW}, "RP-F5": {"quick": _NARROW}},
             "recipes": {"rp-mnist": {"quick": {"iterations": 2000}}}}
 TRAINING_TARGET = "results/quick/RP/RP-F3/group0.csv"
 
 
-def _training_config(workdir):
-    (workdir / "training.yaml").write_text(yaml.safe_dump(TRAINING))
+def _training_config(workdir, iterations: int = 2000):
+    config = {**TRAINING, "recipes": {"rp-mnist": {"quick": {"iterations": iterations}}}}
+    (workdir / "training.yaml").write_text(yaml.safe_dump(config))
     return ["--configfile", "training.yaml", "--config", "scale=quick"]
 
 
@@ -268,3 +271,43 @@ def test_the_documented_slurm_commands_run_here_and_a_partition_sinfo_lacks_stop
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     assert re.search(r"submitted with SLURM jobid \d+", run.stdout + run.stderr)
     assert (wf / ONE_JOB).exists()
+
+
+def test_a_killed_snakemake_recovers_as_documented_with_one_writer_per_part(cluster, background, tmp_path):
+    """kill -9 the Snakemake of a SLURM run while its training job runs: the job, orphaned, keeps
+    training. The documented recovery (docs/cluster.md: `snakemake --unlock`, then the same
+    command) submits the part again; the new job waits for the orphan (the part's lock: one writer
+    at a time), then resumes from what it left. Nothing is deleted under the orphan, the run ends
+    with rc 0, and the table equals an uninterrupted local run's."""
+    long = 8000  # steps: the orphan is still training when the recovered run submits the part again
+    reference = copy_workflow(tmp_path / "reference")
+    uninterrupted = background([TRAINING_TARGET, "--cores", "2", *_training_config(reference, long)], reference)
+    wf = copy_workflow(tmp_path / "slurm")
+    cmd = SNAKEMAKE + [TRAINING_TARGET, *SLURM, *_training_config(wf, long)]
+    proc = subprocess.Popen(cmd, cwd=wf, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    checkpoints = wf / "results" / "quick" / "checkpoints" / "RP" / "RP-F3" / "group0"
+    orphan = None
+    deadline = time.monotonic() + 300
+    while orphan is None and time.monotonic() < deadline and proc.poll() is None:
+        first = sorted(checkpoints.glob("*.pt"))[:1]
+        state = torch.load(first[0], weights_only=True) if first else None
+        if state is not None and state["history"][-1]["epoch"] >= 2:
+            queue = subprocess.run(["squeue", "-h", "-o", "%i %T %k"], capture_output=True, text=True).stdout
+            running = [line.split()[0] for line in queue.splitlines() if "RUNNING" in line and "rule_train_part" in line]
+            if running:
+                proc.kill()  # kill -9: Snakemake leaves its lock and its running job behind
+                proc.communicate(timeout=60)
+                orphan = running[0]
+        time.sleep(0.2)
+    assert orphan, "the training job was never seen running with a checkpoint"
+    unlock = subprocess.run(SNAKEMAKE + [TRAINING_TARGET, "--unlock", *_training_config(wf, long)], cwd=wf,
+                            capture_output=True, text=True, timeout=300)
+    assert unlock.returncode == 0, unlock.stdout[-2000:] + unlock.stderr[-2000:]
+    again = subprocess.run(cmd, cwd=wf, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stdout[-4000:] + again.stderr[-4000:]
+    logs = "".join(p.read_text() for p in (wf / "results" / "quick" / "logs" / "RP" / "RP-F3").glob("group0.log*"))
+    assert "is being trained by" in logs, logs[-3000:]  # the second job waited for the orphan: one writer
+    assert "FileNotFoundError" not in logs and _job_state(orphan)[0] == "COMPLETED"
+    _finish(uninterrupted, reference)
+    got, want = (pd.read_csv(d / TRAINING_TARGET).drop(columns=["seconds", "train_seconds"]) for d in (wf, reference))
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
