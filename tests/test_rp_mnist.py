@@ -9,13 +9,13 @@ import matplotlib
 import pandas as pd
 import pytest
 import torch
+from tests.conftest import ROOT
 
 from reluinit import datasets, training
 from reluinit.experiments import rp, rp_train
 from reluinit.figures import rp_train as rp_figures
 from reluinit.pipeline import catalogue, shared
 from reluinit.pipeline.config import read_yaml, settings
-from tests.conftest import ROOT
 
 
 @pytest.fixture(scope="module")

@@ -176,6 +176,24 @@ def _training_config(workdir, iterations: int = 2000):
     return ["--configfile", "training.yaml", "--config", "scale=quick"]
 
 
+def _training_job(wf, proc, epochs: int, timeout: float = 300) -> tuple[str | None, int | None]:
+    """(the SLURM job id of the running training job, its first run's epoch) once that run has
+    checkpointed ``epochs`` epochs; (None, None) if Snakemake ``proc`` ends or ``timeout`` passes first."""
+    checkpoints = wf / "results" / "quick" / "checkpoints" / "RP" / "RP-F3" / "group0"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        first = sorted(checkpoints.glob("*.pt"))[:1]
+        state = torch.load(first[0], weights_only=True) if first else None
+        if state is not None and state["history"][-1]["epoch"] >= epochs:
+            queue = subprocess.run(["squeue", "-h", "-o", "%i %T %k"], capture_output=True, text=True).stdout
+            for line in queue.splitlines():
+                jobid, job_state, comment = (line.split() + ["", ""])[:3]
+                if job_state == "RUNNING" and "rule_train_part" in comment:
+                    return jobid, state["history"][-1]["epoch"]
+        time.sleep(0.2)
+    return None, None
+
+
 @pytest.fixture
 def background():
     """``start(cmd, cwd)``: ``_start`` for one test; a run still going when the test ends is stopped."""
@@ -194,20 +212,9 @@ def test_a_cancelled_training_job_resumes_from_its_checkpoint(cluster, backgroun
     wf = copy_workflow(tmp_path / "slurm")
     cmd = SNAKEMAKE + [TRAINING_TARGET, *SLURM, *_training_config(wf)]
     proc = subprocess.Popen(cmd, cwd=wf, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    checkpoints = wf / "results" / "quick" / "checkpoints" / "RP" / "RP-F3" / "group0"
-    cancelled, epoch_at_cancel = None, None
-    deadline = time.monotonic() + 300
-    while cancelled is None and time.monotonic() < deadline and proc.poll() is None:
-        first = sorted(checkpoints.glob("*.pt"))[:1]
-        state = torch.load(first[0], weights_only=True) if first else None
-        if state is not None and state["history"][-1]["epoch"] >= 3:
-            queue = subprocess.run(["squeue", "-h", "-o", "%i %T %k"], capture_output=True, text=True).stdout
-            for line in queue.splitlines():
-                jobid, job_state, comment = (line.split() + ["", ""])[:3]
-                if job_state == "RUNNING" and "rule_train_part" in comment:
-                    subprocess.run(["scancel", jobid], check=True)
-                    cancelled, epoch_at_cancel = jobid, state["history"][-1]["epoch"]
-        time.sleep(0.2)
+    cancelled, epoch_at_cancel = _training_job(wf, proc, epochs=3)
+    if cancelled:
+        subprocess.run(["scancel", cancelled], check=True)
     out, _ = proc.communicate(timeout=600)
     assert cancelled, "the training job was never seen running with a checkpoint: " + out[-2000:]
     assert proc.returncode == 0, out[-4000:]
@@ -285,20 +292,9 @@ def test_a_killed_snakemake_recovers_as_documented_with_one_writer_per_part(clus
     wf = copy_workflow(tmp_path / "slurm")
     cmd = SNAKEMAKE + [TRAINING_TARGET, *SLURM, *_training_config(wf, long)]
     proc = subprocess.Popen(cmd, cwd=wf, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    checkpoints = wf / "results" / "quick" / "checkpoints" / "RP" / "RP-F3" / "group0"
-    orphan = None
-    deadline = time.monotonic() + 300
-    while orphan is None and time.monotonic() < deadline and proc.poll() is None:
-        first = sorted(checkpoints.glob("*.pt"))[:1]
-        state = torch.load(first[0], weights_only=True) if first else None
-        if state is not None and state["history"][-1]["epoch"] >= 2:
-            queue = subprocess.run(["squeue", "-h", "-o", "%i %T %k"], capture_output=True, text=True).stdout
-            running = [line.split()[0] for line in queue.splitlines() if "RUNNING" in line and "rule_train_part" in line]
-            if running:
-                proc.kill()  # kill -9: Snakemake leaves its lock and its running job behind
-                proc.communicate(timeout=60)
-                orphan = running[0]
-        time.sleep(0.2)
+    orphan, _ = _training_job(wf, proc, epochs=2)
+    proc.kill()  # kill -9: Snakemake leaves its lock and its running job behind
+    proc.communicate(timeout=60)
     assert orphan, "the training job was never seen running with a checkpoint"
     unlock = subprocess.run(SNAKEMAKE + [TRAINING_TARGET, "--unlock", *_training_config(wf, long)], cwd=wf,
                             capture_output=True, text=True, timeout=300)
