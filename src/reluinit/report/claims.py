@@ -848,7 +848,7 @@ def expected(r) -> str:
     return f"{r['expected']} ({label[source]})" if source in label else str(r["expected"])
 
 
-def _counts(card: pd.DataFrame) -> str:
+def counts_line(card: pd.DataFrame) -> str:
     """"12 reproduced, 3 not reproduced, ...; 4 checks holding; 1 calibration": each kind apart."""
     n = summary(card).sum()
     said = [f"{n[c]} {c}" for c in SUMMARY if c in n and (n[c] or c in ("reproduced", "not reproduced"))]
@@ -901,7 +901,7 @@ def page(card: pd.DataFrame, path: str | Path, scale: str, claims: list[Claim] =
     counts = summary(card).reindex(papers)
     counts.index = [f"<a href='#paper-{p}'>{p}</a>" for p in counts.index]
     out = [f"<h1>Claims scorecard, {scale} scale</h1>",
-           f"<p><b>{len(card)} claims: {_counts(card)}.</b> Every claim of <code>claims.yaml</code> "
+           f"<p><b>{len(card)} claims: {counts_line(card)}.</b> Every claim of <code>claims.yaml</code> "
            f"judged against this run's tables. Claims that need the paper's sizes say '{NOT_RUN}' "
            f"at the quick scale; a claim not reproduced says why. The same rows are in "
            f"<code>claims.csv</code>.</p>",
@@ -911,7 +911,7 @@ def page(card: pd.DataFrame, path: str | Path, scale: str, claims: list[Claim] =
         stated = mine[~mine["claim"].isin(in_blocks)]
         notebook = Path(os.path.relpath(paths.report(str(results), p, "html"), here)).as_posix()
         out.append(f"<h2 id='paper-{p}'>{escape(p)}: {escape(titles.get(p, ''))}</h2>"
-                   f"<p>{len(mine)} claims: {_counts(mine)}. <a href='{notebook}'>The paper's notebook</a>.</p>")
+                   f"<p>{len(mine)} claims: {counts_line(mine)}. <a href='{notebook}'>The paper's notebook</a>.</p>")
         if len(stated):
             out.append("<table><tr>" + "".join(f"<th>{h}</th>" for h in _HEAD) + "</tr>"
                        + "".join(_row(r, _links(r["table"], p, here, results)) for _, r in stated.iterrows())
@@ -923,7 +923,7 @@ def page(card: pd.DataFrame, path: str | Path, scale: str, claims: list[Claim] =
             why = cells[0].why
             out.append(f"<h3 id='{escape(block)}'>{escape(block)}: {escape(cells[0].place)}, "
                        f"{escape(cells[0].table_title)}</h3>"
-                       f"<p>{len(cells)} cells ({_counts(rows)}), each: the paper's mean ± sd | ours. "
+                       f"<p>{len(cells)} cells ({counts_line(rows)}), each: the paper's mean ± sd | ours. "
                        f"{_links(cells[0].table, p, here, results)}. {escape(why)}</p>"
                        + styled_pivot(card, cells).to_html())
     html = ("<!DOCTYPE html><html><head><meta charset='utf-8'>"

@@ -65,13 +65,12 @@ def _claims(card: pd.DataFrame, exp: str) -> list[str]:
     rows = card[card["table"] == exp]
     if rows.empty:
         return ["**Claims**: none read from this figure's table."]
-    counts = rows["verdict"].value_counts()
-    out = [f"**Claims** ({', '.join(f'{n} {v}' for v, n in counts.items())}):", ""]
+    out = [f"**Claims** ({claims.counts_line(rows)}):", ""]
     for _, r in rows.iterrows():
         why = r["why"] if isinstance(r["why"], str) and r["why"] else r["note"]
         measured = "not measured" if pd.isna(r["measured"]) else f"measured {r['measured']:.4g}"
         line = (f"- **{r['claim']}** ({_cell(r['place'])}), *{r['verdict']}*: {_cell(r['statement'])}. "
-                f"The paper: {_cell(r['expected'])}; {measured}.")
+                f"Expected: {_cell(claims.expected(r))}; {measured}.")
         out.append(line + (f" Why: {_cell(why)}" if isinstance(why, str) and why else ""))
     return out
 

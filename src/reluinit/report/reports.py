@@ -41,7 +41,7 @@ def seen(card: pd.DataFrame, exp_id: str) -> str:
     rows = card[card["table"] == exp_id]
     if rows.empty:
         return "No scorecard claim reads this table; compare the figure and summary with the paper."
-    return f"Claims on this table: {claims._counts(rows)}."
+    return f"Claims on this table: {claims.counts_line(rows)}."
 
 
 def _link(target: str | Path, results: str, paper: str) -> str:
