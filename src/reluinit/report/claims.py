@@ -949,6 +949,18 @@ def failing(claim: Claim) -> str:
             "==": f"anything but {value:g}"}[op]
 
 
+def _kinds_line(claims: list[Claim]) -> str:
+    """The record's counts: each kind apart, and who set the expectations (a cell block counted as
+    its cells)."""
+    kinds = pd.Series([c.kind for c in claims]).value_counts()
+    source = pd.Series([c.expect_from for c in claims]).value_counts()
+    return (f"{len(claims)} entries judged one by one ({sum(c.cell is not None for c in claims)} of them cells of "
+            f"paper tables): {kinds.get(CLAIM, 0)} claims of the papers, {kinds.get(CHECK, 0)} checks and "
+            f"{kinds.get(CALIBRATION, 0)} calibrations. Expectations set by the paper: {source.get(PAPER, 0)}; "
+            f"the paper's value in a window of ours: {source.get(PAPER_OUR_TOLERANCE, 0)}; ours (the paper gives "
+            f"words): {source.get(OURS, 0)}.")
+
+
 _SET_BY = {PAPER: "set by the paper", OURS: "set by us", PAPER_OUR_TOLERANCE: "the paper's value in a window of ours"}
 
 
@@ -972,7 +984,7 @@ def record(claims: list[Claim]) -> str:
              "the paper's statement holds. A block of a paper table's cells "
              "is one entry: each cell is judged as the paper's mean ± its spread, widened as the block says. "
              "The verdicts at the papers' sizes are on the [scorecard](reference/paper/reports/scorecard.html) "
-             "and in the [gallery](gallery.md).", ""]
+             "and in the [gallery](gallery.md).", "", _kinds_line(claims), ""]
     seen_blocks = set()
     for paper in title:
         mine = [c for c in claims if c.paper == paper]
