@@ -170,9 +170,8 @@ TRAINING = {"experiments": {"RP-F3": {"quick": _NARROW}, "RP-F5": {"quick": _NAR
 TRAINING_TARGET = "results/quick/RP/RP-F3/group0.csv"
 
 
-def _training_config(workdir, iterations: int = 2000):
-    config = {**TRAINING, "recipes": {"rp-mnist": {"quick": {"iterations": iterations}}}}
-    (workdir / "training.yaml").write_text(yaml.safe_dump(config))
+def _training_config(workdir):
+    (workdir / "training.yaml").write_text(yaml.safe_dump(TRAINING))
     return ["--configfile", "training.yaml", "--config", "scale=quick"]
 
 
@@ -285,25 +284,34 @@ def test_a_killed_snakemake_recovers_as_documented_with_one_writer_per_part(clus
     training. The documented recovery (docs/cluster.md: `snakemake --unlock`, then the same
     command) submits the part again; the new job waits for the orphan (the part's lock: one writer
     at a time), then resumes from what it left. Nothing is deleted under the orphan, the run ends
-    with rc 0, and the table equals an uninterrupted local run's."""
-    long = 8000  # steps: the orphan is still training when the recovered run submits the part again
+    with rc 0, and the table equals an uninterrupted local run's. The orphan is suspended until the
+    new job says it waits, so that the two overlap however fast either starts."""
     reference = copy_workflow(tmp_path / "reference")
-    uninterrupted = background([TRAINING_TARGET, "--cores", "2", *_training_config(reference, long)], reference)
+    uninterrupted = background([TRAINING_TARGET, "--cores", "2", *_training_config(reference)], reference)
     wf = copy_workflow(tmp_path / "slurm")
-    cmd = SNAKEMAKE + [TRAINING_TARGET, *SLURM, *_training_config(wf, long)]
+    cmd = SNAKEMAKE + [TRAINING_TARGET, *SLURM, *_training_config(wf)]
     proc = subprocess.Popen(cmd, cwd=wf, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     orphan, _ = _training_job(wf, proc, epochs=2)
     proc.kill()  # kill -9: Snakemake leaves its lock and its running job behind
     proc.communicate(timeout=60)
     assert orphan, "the training job was never seen running with a checkpoint"
-    unlock = subprocess.run(SNAKEMAKE + [TRAINING_TARGET, "--unlock", *_training_config(wf, long)], cwd=wf,
-                            capture_output=True, text=True, timeout=300)
-    assert unlock.returncode == 0, unlock.stdout[-2000:] + unlock.stderr[-2000:]
-    again = subprocess.run(cmd, cwd=wf, capture_output=True, text=True, timeout=900)
-    assert again.returncode == 0, again.stdout[-4000:] + again.stderr[-4000:]
-    logs = "".join(p.read_text() for p in (wf / "results" / "quick" / "logs" / "RP" / "RP-F3").glob("group0.log*"))
-    assert "is being trained by" in logs, logs[-3000:]  # the second job waited for the orphan: one writer
-    assert "FileNotFoundError" not in logs and _job_state(orphan)[0] == "COMPLETED"
+    subprocess.run(["scontrol", "suspend", orphan], check=True)
+    try:
+        unlock = subprocess.run(SNAKEMAKE + [TRAINING_TARGET, "--unlock", *_training_config(wf)], cwd=wf,
+                                capture_output=True, text=True, timeout=300)
+        assert unlock.returncode == 0, unlock.stdout[-2000:] + unlock.stderr[-2000:]
+        again = background(cmd[len(SNAKEMAKE):], wf)  # the same command, its output in run.log
+        logs = wf / "results" / "quick" / "logs" / "RP" / "RP-F3"
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and again.poll() is None and "is being trained by" not in "".join(
+                p.read_text() for p in logs.glob("group0.log*")):
+            time.sleep(0.5)
+    finally:
+        subprocess.run(["scontrol", "resume", orphan], check=False)
+    _finish(again, wf)  # rc 0
+    said = "".join(p.read_text() for p in logs.glob("group0.log*"))
+    assert "is being trained by" in said, said[-3000:]  # the second job waited for the orphan: one writer
+    assert "FileNotFoundError" not in said and _job_state(orphan)[0] == "COMPLETED"
     _finish(uninterrupted, reference)
     got, want = (pd.read_csv(d / TRAINING_TARGET).drop(columns=["seconds", "train_seconds"]) for d in (wf, reference))
     pd.testing.assert_frame_equal(got, want, check_exact=True)
