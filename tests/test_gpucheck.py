@@ -175,17 +175,17 @@ def test_the_plan_prices_training_jobs_from_a_cost_table(tmp_path):
 
 def test_the_plan_prices_a_shallow_ffnn_per_layer_below_a_deep_one(tmp_path):
     """RP-F3's ffnn timed at depth 100: a job of nine depth-2 runs (group0) costs 3/101 of a job of
-    nine depth-100 runs (group5), each run 10,000 steps and an evaluation per epoch; a cost table
+    nine depth-100 runs (group15), each run 10,000 steps and an evaluation per epoch; a cost table
     that does not record the depth it timed prices every depth alike, as before."""
     row = dict(model="ffnn", dataset="mnist", recipe="rp-mnist", seconds_per_step=0.05, eval_seconds_per_image=1e-4)
     n = plan.run_steps(plan.settings(CONFIG, "RP-F3", "paper")["recipe"], "mnist")
     one_run = (n["steps"] * 0.05 + n["epochs"] * n["test_images"] * 1e-4) / 3600
     priced = plan.jobs(CONFIG, "paper", cost=plan.read_cost(_cost(tmp_path, [row | {"depth": 100}]))).set_index("job")
-    assert priced.loc["RP-F3/group5", "measured_h"] == pytest.approx(9 * one_run)
+    assert priced.loc["RP-F3/group15", "measured_h"] == pytest.approx(9 * one_run)
     assert priced.loc["RP-F3/group0", "measured_h"] == pytest.approx(9 * one_run * 3 / 101)
-    assert priced.loc["RP-F3/group1", "measured_h"] == pytest.approx(9 * one_run * 21 / 101)
+    assert priced.loc["RP-F3/group3", "measured_h"] == pytest.approx(9 * one_run * 21 / 101)
     alike = plan.jobs(CONFIG, "paper", cost=plan.read_cost(_cost(tmp_path, [row]))).set_index("job")
-    assert alike.loc["RP-F3/group0", "measured_h"] == alike.loc["RP-F3/group5", "measured_h"] == pytest.approx(9 * one_run)
+    assert alike.loc["RP-F3/group0", "measured_h"] == alike.loc["RP-F3/group15", "measured_h"] == pytest.approx(9 * one_run)
 
 
 def test_the_check_records_the_depth_it_times_for_each_family():
@@ -204,7 +204,7 @@ def test_the_plan_command_shows_declared_and_measured_hours(tmp_path):
                                  eval_seconds_per_image=1e-4)])
     done = subprocess.run([sys.executable, "-m", "reluinit.pipeline.plan", "paper", "--cost", str(path)], cwd=ROOT,
                           capture_output=True, text=True, check=True)
-    assert "gpu_hours_measured" in done.stdout and "GPU-hours measured against 7600 declared" in done.stdout
+    assert "gpu_hours_measured" in done.stdout and "GPU-hours measured against 7720 declared" in done.stdout
     bad = _cost(tmp_path, [dict(model="resnet32", dataset="cifar10", recipe="rp-cifar10", seconds_per_step=0.01)])
     done = subprocess.run([sys.executable, "-m", "reluinit.pipeline.plan", "paper", "--cost", str(bad)], cwd=ROOT,
                           capture_output=True, text=True)
