@@ -3,6 +3,7 @@
 #   make test    install everything into .venv and run the test suite (the command CI runs)
 #   make test-fast  the suite without the tests that run Snakemake or SLURM: the inner loop
 #   make smoke   run the paper scale's smoke subset (one job per experiment, model and dataset)
+#   make generated  regenerate every generated file (catalogue, plan numbers, claims record, reference)
 #   make docs    build the documentation site into site/ (strict: a broken link or any warning fails)
 #   make docs-serve  serve it at http://127.0.0.1:8000, rebuilt as pages change
 #   make reference DATA_DIR=<folder with MNIST>  rerun the CPU reference at the paper scale into
@@ -13,7 +14,7 @@ CORES ?= 2
 DATA_DIR ?= data
 BIN := $(VENV)/bin
 
-.PHONY: install quick test test-fast smoke docs docs-serve reference clean
+.PHONY: install quick test test-fast smoke generated docs docs-serve reference clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +42,9 @@ test-fast: install
 
 smoke: install
 	$(BIN)/python -m pytest -v -m smoke
+
+generated: install
+	$(BIN)/python -m reluinit.pipeline.regenerate
 
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict

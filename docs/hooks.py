@@ -51,5 +51,5 @@ def on_page_markdown(markdown, page, config, files):
         root = ROOT / "reference" / "paper"
         runs = pd.read_csv(root / "runs.csv", dtype=reference.TEXT)
         markdown = markdown.replace("<!-- verdicts -->", reference.verdicts(claims.read(str(root / "claims.csv")), runs,
-                                                                            absent=True))
+                                                                            absent=True, docs=""))
     return markdown

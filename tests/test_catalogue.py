@@ -127,6 +127,16 @@ def test_experiment_modules_stay_thin():
         assert len(path.read_text().splitlines()) <= 400, f"{path.name}: move its science into the library"
 
 
+def test_the_pages_example_id_is_one_no_test_makes():
+    """Following docs/adding-an-experiment.md literally must not collide with the suite's own toy
+    (X-F2, the test below) nor with an experiment of the catalogue."""
+    page = (ROOT / "docs/adding-an-experiment.md").read_text()
+    shown = set(re.findall(r"reluinit\.pipeline\.new (\S+)", page))
+    assert len(shown) == 1 and "X-F2" not in shown and not shown & set(catalogue.ENTRIES)
+    others = "\n".join(p.read_text() for p in (ROOT / "tests").glob("*.py") if p.name != "test_catalogue.py")
+    assert not any(re.search(rf"\b{i}\b", others) for i in shown)
+
+
 @pytest.mark.workflow
 def test_a_new_experiment_made_by_the_command_builds_and_keeps_the_catalogue_whole(tmp_path):
     """docs/adding-an-experiment.md: ``python -m reluinit.pipeline.new X-F2 --paper X`` writes every
@@ -138,7 +148,7 @@ def test_a_new_experiment_made_by_the_command_builds_and_keeps_the_catalogue_who
     from conftest import copy_workflow, snakemake
 
     wf = copy_workflow(tmp_path / "wf")
-    for name in ("tests", "CATALOGUE.md", "README.md", "docs"):  # what the command edits and the tests read
+    for name in ("tests", "CATALOGUE.md", "README.md", "docs", "reference"):  # what the commands edit and the tests read
         src = ROOT / name
         if src.is_dir() and not (wf / name).exists():
             shutil.copytree(src, wf / name, ignore=shutil.ignore_patterns("__pycache__"))
@@ -158,6 +168,21 @@ def test_a_new_experiment_made_by_the_command_builds_and_keeps_the_catalogue_who
     table = pd.read_csv(wf / "results/quick/X/X-F2.csv")
     assert len(table) == 100 and (table["value"] >= 0).all()
     assert (wf / "results/quick/figures/X-F2.png").stat().st_size > 0
+    # the claim stub: in the claims section, whole once uncommented as the stub says, and judged
+    text = (wf / "claims.yaml").read_text()
+    stub = text[text.index("# X-F2 (python -m reluinit.pipeline.new)"):text.index("\ncells:")]
+    assert "id: X-3" in stub  # the next free id of paper X
+    used = re.sub(r"(?m)^  # (?=[ -])", "  ", stub)
+    (wf / "claims.yaml").write_text(text.replace(stub, used))
+    from reluinit.report import claims
+
+    claim = next(c for c in claims.load(wf / "claims.yaml") if c.id == "X-3")
+    row = claims.evaluate(claim, table, "quick")
+    assert row["verdict"] in (claims.REPRODUCED, claims.NOT_REPRODUCED) and abs(row["measured"] - 0.798) < 0.2
+    regen = subprocess.run([sys.executable, "-m", "reluinit.pipeline.regenerate", "--skip-reference"], cwd=wf,
+                           capture_output=True, text=True, env=env)
+    assert regen.returncode == 0, regen.stderr
+    assert "X-3" in (wf / "docs/claims.md").read_text()
     suite = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_catalogue.py",
                             "tests/test_reports.py", "tests/test_claims.py", "-k", "not new_experiment"],
                            cwd=wf, capture_output=True, text=True, env=env)

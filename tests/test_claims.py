@@ -64,7 +64,8 @@ def test_an_mnist_chance_cell_is_judged_as_chance_not_as_a_window_around_ten():
 
 def _claim(**kw):
     base = dict(id="T-1", paper="OP", place="here", claim="x is about 2", table="OP-F1",
-                columns=["init", "act_ratio"], measure="t.act_ratio.mean()", expect="2 ± 0.1")
+                columns=["init", "act_ratio"], measure="t.act_ratio.mean()", expect="2 ± 0.1", expect_from="paper",
+                quote="x is 2 (Section 1)", fails="x = 3")
     return claims.Claim(**{**base, **kw})
 
 
@@ -193,7 +194,7 @@ def test_the_scorecard_page_explains_itself(tmp_path):
     for block in ("RP-T1", "RP-T2", "RP-T3", "RP-T4", "RP-T5", "RP-T9"):
         assert html.count(f"<h3 id='{block}'>") == 1
     assert f"<a id='{cell}'>" not in html
-    assert "92.56 ± 0.06 | ours 41.5" in html and "89.95 ± 0.23 | ours not run" in html
+    assert "92.56 ± 0.06 | ours 41.5" in html and "89.95 ± 0.23 | ours paper scale only" in html
     assert f"<a id='{stated.id}'></a>" in html and claims.NO_REASON in html
     # links resolve from the page's own folder; a table the tree lacks gets no figure link
     assert f"href='../figures/{stated.table}.png'" in html and f"href='TG.html#{stated.table}'" in html
@@ -214,7 +215,7 @@ def test_a_pivot_lays_a_paper_table_out_by_method():
     text, verdict = claims.pivot(_card_with({}), t4)
     assert text.columns.name == "setup" and list(text.columns) == ["ordered", "eoc", "eoc_rescaled"]
     assert list(text.index.get_level_values("depth")) == [10, 50, 100]
-    assert text.loc[10, "eoc"] == "98.2 ± 0.17 | ours not run"
+    assert text.loc[10, "eoc"] == "98.2 ± 0.17 | ours paper scale only"
     assert (verdict == claims.NOT_RUN).all().all()
     t1 = claims.cell_blocks(CLAIMS)["RP-T1"]
     text, _ = claims.pivot(_card_with({}), t1)
@@ -406,8 +407,36 @@ def test_a_claims_file_that_is_not_yaml_or_names_an_unknown_key_is_named_with_it
     with pytest.raises(claims.ClaimError) as err:
         claims.load(path)
     line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if "id: T-2" in text)
-    assert str(err.value).startswith(f"{path}, line {line}: claim T-2: ") and "'mesure'" in str(err.value)
-    assert "a claim's keys: id, paper, place, claim, table, columns, measure, expect" in str(err.value)
+    assert str(err.value).startswith(f"{path}, line {line}: claim T-2 has unknown key(s) mesure; a claim's keys are ")
+    assert "columns, expect, expect_from" in str(err.value)
+
+
+@pytest.mark.parametrize("damage, says", [
+    ("cells", "claim T-2 sits under `cells:`, which holds paper tables (keys, rows); move it up into the "
+              "`claims:` section, above the line `cells:`"),
+    ("no quote", "claim T-2 lacks quote, fails; add `quote: \"the paper's words it stands on (Section, page)\"`, "
+                 "`fails: \"a plausible result that would fail it\"`"),
+    ("table in claims", "claim T-2 is a paper table (it has keys/rows) under `claims:`; move it below the line `cells:`"),
+])
+def test_a_claim_stub_in_the_wrong_section_or_without_a_field_is_one_sentence_naming_it_and_the_fix(tmp_path, damage, says):
+    """docs/adding-an-experiment.md: the scaffold's stub, uncommented in the wrong place or short of a
+    field, stops every claims job with the claim, its line and the fix (once a bare KeyError: 'keys')."""
+    good = {k: v for k, v in vars(_claim()).items() if v is not None and k not in ("cell", "reported", "table_title")}
+    stub = {**good, "id": "T-2"}
+    doc = {"claims": [good]}
+    if damage == "cells":
+        doc["cells"] = [stub]
+    elif damage == "no quote":
+        doc["claims"].append({k: v for k, v in stub.items() if k not in ("quote", "fails")})
+    else:
+        doc["claims"].append({**stub, "keys": ["init"], "rows": [["he", 2.0, 0.1]]})
+    path = tmp_path / "claims.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    with pytest.raises(claims.ClaimError) as err:
+        claims.load(path)
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if "id: T-2" in text)
+    assert str(err.value) == f"{path}, line {line}: {says}"
+    assert len(re.findall(r"[.;:] [A-Z]", str(err.value).split(": ", 1)[1])) == 0  # one sentence
 
 
 def test_a_claim_naming_a_missing_column_names_the_table_and_its_columns_and_the_job_says_what_to_do(caplog):
@@ -535,7 +564,7 @@ def test_every_claim_says_what_kind_it_is_and_who_set_its_expectation():
 def test_a_claim_that_does_not_say_who_set_its_expectation_is_refused(tmp_path):
     entry = {k: v for k, v in vars(_claim()).items() if k not in ("expect_from", "cell", "reported", "table_title")}
     (tmp_path / "claims.yaml").write_text(yaml.safe_dump({"claims": [entry]}))
-    with pytest.raises(claims.ClaimError, match="expect_from '' is none of paper, ours"):
+    with pytest.raises(claims.ClaimError, match="claim T-1 lacks expect_from; add `expect_from: paper | ours"):
         claims.load(tmp_path / "claims.yaml")
     entry["expect_from"] = "ours"
     (tmp_path / "claims.yaml").write_text(yaml.safe_dump({"claims": [entry]}))
@@ -593,3 +622,12 @@ def test_the_counts_keep_kinds_apart_and_the_expectation_says_who_set_it():
     assert counts.loc["TG", "checks holding"] == 1 and counts.loc["RP", "calibrations"] == 1
     assert counts.loc["RP", "reproduced"] == 0
     assert claims.expected(card.iloc[1]) == "< 1 (ours)" and claims.expected(card.iloc[0]) == "> 0 (the paper)"
+
+
+def test_no_claim_cites_a_file_the_repository_lacks():
+    """A reader of docs/claims.md follows each page a claim names (the catalogue EXPERIMENTS.md once
+    was one, outside the repository; the authors' code files they name are theirs)."""
+    text = (ROOT / "claims.yaml").read_text()
+    named = set(re.findall(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.md)\b", text))
+    missing = [n for n in named if not (ROOT / n).exists() and not list(ROOT.glob(f"**/{n}"))]
+    assert not missing, missing

@@ -2,7 +2,7 @@
 prices are written into the Markdown by `python -m reluinit.pipeline.plan --write-docs` (so GitHub
 shows them) and must be current; RP's GPU tables on the cluster page quote what `plan --ids` prints;
 a time or a count quoted on two pages is the same on both, and a time is the one the Performance
-page measured; no line of a shell block is wider than the site's content column; and the first
+page measured; no line of a code block is wider than the site's content column; and the first
 screen of the pages readers open to do something shows it."""
 
 import html
@@ -25,7 +25,7 @@ CLUSTER = ROOT / "docs" / "cluster.md"
 # 1400 px wide window holds 80 of its 13.6 px monospace characters (measured in Chromium: 656 px
 # inside the padding, 8.18 px a character); a wider line scrolls out of sight. The copy button
 # covers the first line from its 79th character.
-SHELL_COLUMNS = 80
+CODE_COLUMNS = 80
 FIRST_LINE_COLUMNS = 78
 
 
@@ -90,20 +90,22 @@ def test_the_rp_page_links_its_gpu_tables_before_its_first_figure():
     assert "(#rps-trained-tables-on-a-gpu-cluster)" in CLUSTER.read_text().split("## ", 1)[0]  # the cluster page's top
 
 
-def _shell_lines(text: str):
-    """(line, its limit) of every line of a page's shell blocks."""
-    for block in re.finditer(r"^ *```(bash|sh|shell|console)[^\n]*\n(.*?)^ *```", text, re.S | re.M):
-        for i, line in enumerate(block.group(2).splitlines()):
-            yield line, FIRST_LINE_COLUMNS if i == 0 else SHELL_COLUMNS
+def _code_lines(text: str):
+    """(line, its limit) of every line of a page's fenced code blocks, whatever their language."""
+    for block in re.finditer(r"^ *```[^\n]*\n(.*?)^ *```", text, re.S | re.M):
+        for i, line in enumerate(block.group(1).splitlines()):
+            yield line, FIRST_LINE_COLUMNS if i == 0 else CODE_COLUMNS
 
 
-def test_no_shell_line_is_wider_than_the_content_column():
-    wide = [f"{p.relative_to(ROOT)}: {line}" for p in PAGES for line, limit in _shell_lines(p.read_text())
+def test_no_code_line_is_wider_than_the_content_column():
+    wide = [f"{p.relative_to(ROOT)}: {line}" for p in PAGES for line, limit in _code_lines(p.read_text())
             if len(line) > limit]
-    assert not wide, (f"break these with `\\` (at most {SHELL_COLUMNS} characters, {FIRST_LINE_COLUMNS} on a "
-                      f"block's first line):\n" + "\n".join(wide))
-    assert list(_shell_lines("```bash\nmake quick\nmake test\n```\n```python\nx = 1\n```\n")) == [
-        ("make quick", FIRST_LINE_COLUMNS), ("make test", SHELL_COLUMNS)]
+    assert not wide, (f"break these (at most {CODE_COLUMNS} characters, {FIRST_LINE_COLUMNS} on a block's first "
+                      "line): in shell, with `\\`; in Python, inside the brackets, or move a trailing comment "
+                      "onto its own line above; in a text table, wrap the description column:\n" + "\n".join(wide))
+    assert list(_code_lines("```bash\nmake quick\nmake test\n```\ntext\n```python\nx = 1\n```\n```\nplain\n```\n")) == [
+        ("make quick", FIRST_LINE_COLUMNS), ("make test", CODE_COLUMNS), ("x = 1", FIRST_LINE_COLUMNS),
+        ("plain", FIRST_LINE_COLUMNS)]
 
 
 # The times the pages quote, each from its row of the Performance page's table: (command, the row's

@@ -1,6 +1,7 @@
 """The committed paper-scale reference (reference/paper/) and its regression oracle."""
 
 import io
+import re
 from pathlib import Path
 
 import numpy as np
@@ -73,12 +74,13 @@ def test_the_reference_scorecard_is_the_claims_judged_on_the_committed_tables():
     np.testing.assert_allclose(card["measured"].astype(float), committed["measured"].astype(float), rtol=1e-9, equal_nan=True)
     block = reference.verdict_block(committed, pd.read_csv(ROOT / "runs.csv"), reasons=False)  # the counts
     assert block in (REPO / "README.md").read_text(), "README's verdict block is stale: run reluinit.report.reference render"
-    full = reference.verdict_block(committed, pd.read_csv(ROOT / "runs.csv"), absent=True)
+    full = reference.verdict_block(committed, pd.read_csv(ROOT / "runs.csv"), absent=True, docs="../docs/")
     assert full.split("\n", 2)[2].rsplit("\n", 2)[0] in (REPO / "reference" / "README.md").read_text()
     # every catalogue id the reference lacks is listed there with its reason
     for exp in catalogue.ENTRIES:
         if not list((ROOT / catalogue.paper_of(exp)).glob(f"{exp}.csv*")):
-            assert f"- **{exp}**: {reference.absent_why(exp)}" in full, exp
+            assert f"- **{exp}**: {reference.absent_why(exp, docs='../docs/')}" in full, exp
+    assert not re.search(r"(?<!\])\((docs|\.\./docs)/[\w/.-]+\)", full), "a page named as plain text, not linked"
     size = sum(f.stat().st_size for f in ROOT.rglob("*") if f.is_file())
     assert size < 30e6, f"the reference tree is {size / 1e6:.1f} MB"
 

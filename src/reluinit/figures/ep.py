@@ -20,7 +20,7 @@ def f1_figure(table, s: dict):
 
 def f2_figure(table: pd.DataFrame, s: dict):
     acts = list(dict.fromkeys(table["activation"]))
-    fig, axes = plotting.panels(2 * len(acts), width=3.8, height=3.4)
+    fig, axes = plotting.panels(2 * len(acts), width=3.55, height=3.4)
     data = plotting.as_labels(table[table["layer"] > 0], "sigma_w2", "$\\sigma_w^2$")
     wide, deep = max(s["widths"]), s["depth"]
     for i, act in enumerate(acts):

@@ -55,7 +55,7 @@ def _length_panel(ax, g: pd.DataFrame, title: str, cmap: str = "viridis") -> Non
         ax.plot(x, y, "o", color=colour, ms=2.5)
     _mark_pools(ax, g)
     ax.set(yscale="log", xlabel="layer (grey: pooling)", ylabel="trajectory length", title=title)
-    ax.legend(fontsize=6, ncol=2)
+    ax.legend(fontsize=7, ncol=2)
 
 
 def f8_figure(table: pd.DataFrame, s: dict):

@@ -151,7 +151,7 @@ def f7_summary(table: pd.DataFrame) -> pd.DataFrame:
 def f8_figure(table: pd.DataFrame, s: dict):
     first = table[(table["arch"] == table["arch"].iloc[0]) & (table["run"] == table["run"].iloc[0])]
     epochs = sorted(first["epoch"].unique())
-    fig, axes = plotting.panels(len(epochs), width=3.4, height=3.4)
+    fig, axes = plotting.panels(len(epochs), width=3.2, height=3.2)
     for ax, epoch in zip(axes, epochs):
         g = first[first["epoch"] == epoch]
         plotting.polygons(ax, g)

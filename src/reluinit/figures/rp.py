@@ -11,7 +11,7 @@ from ..report import plotting
 
 
 def f1_figure(table: pd.DataFrame, s: dict):
-    fig, axes = plotting.panels(2, width=4.6, height=4.2)
+    fig, axes = plotting.panels(2, width=3.55, height=4.2)
     for ax, phase in zip(axes, ["eoc", "chaotic"]):
         g = table[table["phase"] == phase]
         grid = g.pivot(index="layer", columns="neuron", values="kept_fraction")

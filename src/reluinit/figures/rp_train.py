@@ -73,7 +73,7 @@ def _heatmap(ax, g: pd.DataFrame, title: str) -> None:
     mean = mean.sort_index(ascending=False)
     split = g.groupby(["depth", "sparsity"])["final_test_acc"].agg(seeds_disagree)
     sns.heatmap(100 * mean, ax=ax, vmin=0, vmax=100, cmap="viridis", annot=True, fmt=".0f",
-                annot_kws={"fontsize": 6}, cbar=False)
+                annot_kws={"fontsize": 7}, cbar=False)
     for (depth, sparsity), disagree in split.items():
         if disagree:
             y, x = list(mean.index).index(depth), list(mean.columns).index(sparsity)
@@ -151,7 +151,7 @@ def accuracy_figure(table: pd.DataFrame, s: dict):
                       dodge=0.3 if g["method"].nunique() > 1 else False,  # seaborn divides by levels - 1
                       markersize=4, linewidth=1)
         ax.set(title=f"{facet} {net}".strip(), xlabel="sparsity", ylabel="best-epoch test accuracy (%)")
-        ax.legend(fontsize=6)
+        ax.legend(fontsize=7)
     fig.suptitle(f"{_catalogue_id(table)}: {', '.join(sorted(final['dataset'].unique()))}, "
                  f"{s.get('reps', 1)} seed(s) per cell, "
                  f"recipe {', '.join(sorted(final['recipe'].unique()))}")

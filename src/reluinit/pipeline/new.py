@@ -10,23 +10,25 @@ writes, and prints what it wrote:
 * ``src/reluinit/figures/<module>.py``: ``figure`` and ``summary`` of that table;
 * the catalogue entry (``pipeline/catalogue.py``), ``paper:`` and ``quick:`` blocks in
   ``config.yaml`` (a seed no other experiment uses), its schema line, a section of the paper's
-  notebook, and a commented claim stub at the end of ``claims.yaml``;
+  notebook, and a commented claim stub, every field filled, at the end of ``claims.yaml``'s
+  ``claims:`` section (above ``cells:``, which holds paper tables);
 * and regenerates ``CATALOGUE.md`` and the README's status table.
 
 ``<module>`` is the id in lower case (``x_f2``). Then ``snakemake x_f2 --cores 2 --config
 scale=quick`` builds it. What the author fills in: the measurement (library and ``measure``), the
-figure, the settings, the claims (uncommented), and the notebook's prose.
+figure, the settings, the claims (uncommented), and the notebook's prose; then ``python -m
+reluinit.pipeline.regenerate`` rewrites every generated file (the claims' record, the plan's numbers, the
+reference's verdicts).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
+
+from . import regenerate
 
 MEASURE = '''"""{id}: {shows} (made by ``python -m reluinit.pipeline.new``: replace the stub measurement)."""
 
@@ -73,16 +75,38 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
 '''
 
 CLAIM = """
-  # {id} (python -m reluinit.pipeline.new): uncomment and state what the paper says, with its place.
-  # - id: {paper}-?
+  # {id} (python -m reluinit.pipeline.new): to use it, delete the "# " that starts each line from
+  # "- id" down, state what the paper says, then run python -m reluinit.pipeline.regenerate. As it
+  # stands it claims the stub's measurement: the mean of |z| for z ~ N(0, 1) is sqrt(2/pi) = 0.798.
+  # - id: {claim_id}
   #   paper: {paper}
   #   place: {place}
-  #   claim: what the paper says, in a sentence a measurement can contradict
+  #   claim: the mean of |z| over the draws is sqrt(2/pi) = 0.798
   #   table: {id}
   #   columns: [value]
   #   measure: t.value.mean()
-  #   expect: "0.8 ± 0.1"
+  #   expect: "0.798 ± 0.1"
+  #   kind: claim
+  #   expect_from: "paper, our tolerance"
+  #   quote: "the paper's words the claim stands on (Section, page)"
+  #   ours: "what is not the paper's: the tolerance 0.1 (about 1.6 standard errors at the quick scale's 100 draws)"
+  #   fails: "a mean of 0.65 (draws of |z| / 1.2), as a scaling bug could give"
 """
+
+
+def _free_claim_id(claims_text: str, paper: str) -> str:
+    taken = [int(n) for n in re.findall(rf"\bid: {paper}-(\d+)\b", claims_text)]
+    return f"{paper}-{max(taken, default=0) + 1}"
+
+
+def _insert_claim(root: Path, exp_id: str, paper: str, place: str) -> Path:
+    """The commented stub at the end of the ``claims:`` section, above ``cells:`` (the paper tables)."""
+    path = root / "claims.yaml"
+    text = path.read_text()
+    stub = CLAIM.format(id=exp_id, paper=paper, place=place, claim_id=_free_claim_id(text, paper))
+    at = text.find("\ncells:")
+    path.write_text(text.rstrip("\n") + "\n" + stub if at < 0 else text[:at].rstrip("\n") + "\n" + stub + text[at:])
+    return path
 
 
 def module_name(exp_id: str) -> str:
@@ -146,22 +170,6 @@ def _insert_notebook(root: Path, exp_id: str, paper: str, shows: str) -> Path:
     return path
 
 
-def _regenerate(root: Path) -> list[Path]:
-    """CATALOGUE.md and the README's status table, from the catalogue as it now stands."""
-    # a new process: this one's catalogue was imported before the entry was written
-    env = {**os.environ, "PYTHONPATH": str(root / "src")}
-    run = lambda what: subprocess.run([sys.executable, "-m", "reluinit.pipeline.catalogue", what], cwd=root,  # noqa: E731
-                                      env=env, check=True, capture_output=True, text=True).stdout
-    (root / "CATALOGUE.md").write_text(run("catalogue"))
-    table = run("status").rstrip("\n")
-    readme = root / "README.md"
-    text = readme.read_text()
-    start = text.index("| id | paper | built by `snakemake all` |")
-    stop = text.index("\n\n", start)
-    readme.write_text(text[:start] + table + text[stop:])
-    return [root / "CATALOGUE.md", readme]
-
-
 def new(exp_id: str, paper: str, root: str | Path = ".", place: str = "ours", shows: str = "What it shows.") -> list[Path]:
     """Write every file a new id needs (module doc); returns them in the order written."""
     root = Path(root)
@@ -176,9 +184,7 @@ def new(exp_id: str, paper: str, root: str | Path = ".", place: str = "ours", sh
     fig.write_text(FIGURE.format(id=exp_id))
     written = [exp, fig, _insert_entry(root, exp_id, place, shows), _insert_config(root, exp_id),
                _insert_schema(root, exp_id), _insert_notebook(root, exp_id, paper, shows)]
-    claims = root / "claims.yaml"
-    claims.write_text(claims.read_text().rstrip("\n") + "\n" + CLAIM.format(id=exp_id, paper=paper, place=place))
-    return written + [claims] + _regenerate(root)
+    return written + [_insert_claim(root, exp_id, paper, place)] + regenerate.catalogue(root)
 
 
 def main() -> None:
@@ -191,8 +197,9 @@ def main() -> None:
     a = p.parse_args()
     for path in new(a.id, a.paper, a.root, a.place, a.shows):
         print("wrote", Path(path).resolve().relative_to(Path(a.root).resolve()))
-    print(f"next: the science in the library, its call in measure, the settings, the figure, the claims; "
-          f"then snakemake {module_name(a.id)} --cores 2 --config scale=quick")
+    print(f"next: the science in the library, its call in measure, the settings, the figure; build it with "
+          f"`snakemake {module_name(a.id)} --cores 2 --config scale=quick`; uncomment and state its claim (the stub "
+          f"above `cells:` in claims.yaml); then `python -m reluinit.pipeline.regenerate` and `make test`")
 
 
 if __name__ == "__main__":

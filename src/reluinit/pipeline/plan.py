@@ -465,6 +465,32 @@ def _models(models: list[str]) -> str:
     return ", ".join(stem + "/".join(n for n in sizes) for stem, sizes in groups.items())
 
 
+def claim_counts(root: Path) -> dict[str, str]:
+    """How many claims ``claims.yaml`` holds, for the pages that quote it: ``claims.statements``
+    (one line each under ``claims:``), ``claims.cells`` (the paper tables' cells), ``claims.all``."""
+    from ..report import claims
+
+    loaded = claims.load(root / "claims.yaml")
+    cells = sum(c.cell is not None for c in loaded)
+    return {"claims.statements": f"{len(loaded) - cells:,}", "claims.cells": f"{cells:,}", "claims.all": f"{len(loaded):,}"}
+
+
+def suite_counts(root: Path) -> dict[str, str]:
+    """How many tests the suite holds (``tests.all``) and how many ``make test-fast`` runs
+    (``tests.fast``), as pytest collects them in ``root`` (about 30 s)."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-n", "0",
+                          "-m", "not workflow and not slurm and not smoke"], cwd=root, capture_output=True, text=True)
+    found = re.search(r"(\d+)/(\d+) tests collected", run.stdout)
+    if not found:
+        raise SystemExit(f"pytest could not collect the suite in {root}:\n{(run.stdout + run.stderr)[-2000:]}\n"
+                         "fix the error it names, then: python -m reluinit.pipeline.plan --write-docs")
+    fast, whole = map(int, found.groups())
+    return {"tests.all": f"{whole:,}", "tests.fast": f"{fast:,}"}
+
+
 def docs_text(text: str, config: dict, root: Path, cached: dict | None = None) -> str:
     """``text`` (a page of README.md or docs/) with its plan numbers written in: each
     ``<!-- plan:KEY -->...<!-- /plan -->`` gets ``numbers()[KEY]`` (priced from ``DOCS_COST``), the
@@ -473,7 +499,10 @@ def docs_text(text: str, config: dict, root: Path, cached: dict | None = None) -
     cached = {} if cached is None else cached
     if INLINE.search(text):
         if "numbers" not in cached:
-            cached["numbers"] = numbers(config, "paper", cost=read_cost(root / DOCS_COST))
+            cached["numbers"] = {**numbers(config, "paper", cost=read_cost(root / DOCS_COST)), **claim_counts(root)}
+        if "tests" not in cached and any(key.startswith("tests.") for key, _ in INLINE.findall(text)):
+            cached["tests"] = True
+            cached["numbers"].update(suite_counts(root))
         text = INLINE.sub(lambda m: f"<!-- plan:{m.group(1)} -->{cached['numbers'][m.group(1)]}<!-- /plan -->", text)
     if BLOCK.search(text):
         if "rp" not in cached:

@@ -264,14 +264,10 @@ def load(path: str | Path) -> list[Claim]:
         raise ClaimError(yaml_problem(path)) from None
     lines = _lines(path)
     claims = []
-    for entry in doc.get("claims", []):
-        try:
-            claims.append(Claim(**entry))
-        except TypeError as e:
-            raise ClaimError(f"{path}, line {lines.get(entry.get('id'), '?')}: claim {entry.get('id')}: {e} (a claim's keys: "
-                             f"{', '.join(f.name for f in fields(Claim) if f.name not in _CELL_ONLY)})") from None
-    for block in doc.get("cells", []):
-        claims += _cell_claims(block)
+    for section in ("claims", "cells"):
+        for entry in doc.get(section) or []:
+            _check_shape(entry, section, f"{path}, line {lines.get(_get(entry, 'id'), '?')}")
+            claims += [Claim(**entry)] if section == "claims" else _cell_claims(entry)
     seen = set()
     for c in claims:
         at = f"{path}, line {lines.get(c.id, lines.get(c.block, '?'))}"
@@ -299,6 +295,47 @@ def load(path: str | Path) -> list[Claim]:
 
 
 _CELL_ONLY = {"cell", "reported", "table_title"}
+# What the suite and the audit record need of every claim beyond the dataclass's own required fields.
+REQUIRED = ("id", "paper", "place", "claim", "table", "columns", "measure", "expect", "expect_from", "quote", "fails")
+# A cell block (``cells:``, a paper table): the fields its rows expand into claims with.
+CELL_REQUIRED = ("id", "paper", "place", "claim", "table", "keys", "columns", "measure", "rows", "quote", "fails")
+
+
+def _get(entry, key):
+    return entry.get(key) if isinstance(entry, dict) else None
+
+
+def _check_shape(entry, section: str, at: str) -> None:
+    """Refuse, in one sentence naming the claim and the fix, an entry in the wrong section of
+    ``claims.yaml`` or one that lacks a field the record needs (before a bare KeyError could)."""
+    name = f"claim {_get(entry, 'id') or '(no id)'}"
+    if not isinstance(entry, dict):
+        raise ClaimError(f"{at}: {section}: holds {entry!r}, not a claim; write each claim as a mapping "
+                         f"(- id: ..., paper: ..., ...)")
+    is_cells = "rows" in entry or "keys" in entry
+    if section == "cells" and not is_cells:
+        raise ClaimError(f"{at}: {name} sits under `cells:`, which holds paper tables (keys, rows); move it "
+                         f"up into the `claims:` section, above the line `cells:`")
+    if section == "claims" and is_cells:
+        raise ClaimError(f"{at}: {name} is a paper table (it has keys/rows) under `claims:`; move it below "
+                         f"the line `cells:`")
+    allowed = {f.name for f in fields(Claim)} if section == "claims" else \
+        set(CELL_REQUIRED) | {"min_tolerance", "note", "scale", "why", "ours"}
+    required = REQUIRED if section == "claims" else CELL_REQUIRED
+    unknown = sorted(set(entry) - allowed)
+    if unknown:
+        raise ClaimError(f"{at}: {name} has unknown key(s) {', '.join(unknown)}; a claim's keys are "
+                         f"{', '.join(sorted(allowed - _CELL_ONLY))}")
+    missing = [k for k in required if entry.get(k) in (None, "")]
+    if missing:
+        raise ClaimError(f"{at}: {name} lacks {', '.join(missing)}; add "
+                         + ", ".join(f"`{k}: {_HINTS.get(k, '...')}`" for k in missing))
+
+
+_HINTS = {"quote": '"the paper\'s words it stands on (Section, page)"', "fails": '"a plausible result that would fail it"',
+          "expect_from": "paper | ours | paper, our tolerance", "expect": '"0.8 ± 0.1" (or "> 0", "<= 0.1", "== true")',
+          "columns": "[the table columns measure and where read]", "measure": "t.value.mean()",
+          "keys": "[the columns a row's first values select]", "rows": "[[key values..., paper mean, paper ±], ...]"}
 
 
 def _lines(path: str | Path) -> dict[str, int]:
@@ -772,6 +809,20 @@ def _measured(value) -> str:
     return "" if pd.isna(value) else f"{value:.4g}"
 
 
+def _not_run(r) -> str:
+    """Why a cell has no number of ours, in a few words (its row's note): a toy table of the quick
+    scale may have run beside a paper table whose cells are judged at the paper scale only."""
+    note = "" if r is None else str(r["note"])
+    m = re.match(r"judged at the (\w+) scale only", note)
+    if m:
+        return f"{m.group(1)} scale only"
+    if "not built" in note:
+        return "table not built"
+    if "not in this configuration" in note:
+        return "cell not in this configuration"
+    return "not run yet" if "not among the finished jobs" in note else "not run"
+
+
 def cell_blocks(claims: list[Claim]) -> dict[str, list[Claim]]:
     """The cells of each paper table (``RP-T1``: its cells, in claims.yaml's order)."""
     blocks: dict[str, list[Claim]] = {}
@@ -793,7 +844,7 @@ def pivot(card: pd.DataFrame, cells: list[Claim]) -> tuple[pd.DataFrame, pd.Data
     verdict: dict = {}
     for c in cells:
         r = rows.loc[c.id] if c.id in rows.index else None
-        ours = "not run" if r is None or r["verdict"] == NOT_RUN else _measured(r["measured"])
+        ours = _not_run(r) if r is None or r["verdict"] == NOT_RUN else _measured(r["measured"])
         where = tuple(c.cell[k] for k in down) or ("",)
         text.setdefault(c.cell[across], {})[where] = f"{c.reported} | ours {ours}"
         verdict.setdefault(c.cell[across], {})[where] = NOT_RUN if r is None else r["verdict"]

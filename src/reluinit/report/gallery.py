@@ -21,11 +21,48 @@ import yaml
 
 from ..pipeline import catalogue
 from ..pipeline.catalogue import PAPERS, paper_of
-from . import claims, reference
+from . import claims, plotting, reference
 
 # Where the site serves the reference's files (docs/hooks.py copies them there), relative to the
 # documentation's root: the gallery page links its images and the notebooks from here.
 SITE_DIR = "reference/paper"
+
+# The content column's width (CSS px) at a 1400 px window, measured in Chromium: the gallery hides its
+# table of contents (its front matter), the other pages keep theirs; and our floor for a legible text
+# there (``plotting.MIN_TEXT_PT`` at a figure's natural size).
+GALLERY_COLUMN_PX = 938
+PAGE_COLUMN_PX = 688
+MIN_TEXT_PX = 9.0
+CSS_PX_PER_INCH = 96
+
+
+def natural_width(png: str | Path) -> int:
+    """The CSS width (px) at which a figure is shown at its natural size: its inches at 96 px each."""
+    from PIL import Image
+
+    with Image.open(png) as im:
+        dpi = float(im.info.get("dpi", (plotting.DPI,))[0])
+        return round(im.size[0] * CSS_PX_PER_INCH / dpi)
+
+
+def shown_text_px(png: str | Path, column_px: int, width_px: int | None = None) -> float:
+    """How tall (CSS px) the figure's smallest text is where it is shown ``width_px`` wide (its
+    natural width by default) in a column ``column_px`` wide, from the size ``plotting.save`` wrote
+    into the PNG (0 where it wrote none: a figure drawn before it did is not known to be legible)."""
+    from PIL import Image
+
+    with Image.open(png) as im:
+        smallest = float(im.info.get(plotting.SMALLEST_TEXT_KEY, 0))
+        dpi = float(im.info.get("dpi", (plotting.DPI,))[0])
+        pixels = im.size[0]
+    shown = min(width_px or natural_width(png), column_px)
+    return smallest * dpi / 72 * shown / pixels
+
+
+def image(png: str | Path, src: str, alt: str) -> str:
+    """Markdown for a figure at its natural size (never wider than its column), linked to the full file."""
+    alt = alt.replace("[", "\\[").replace("]", "\\]")  # a bracket in the text would end the link's
+    return f'[![{alt}]({src}){{ width="{natural_width(png)}" }}]({src})'
 
 
 def figure_ids(root: str | Path) -> list[str]:
@@ -99,10 +136,11 @@ def markdown(root: str | Path = "reference/paper", config: dict | None = None) -
             lines += ["", f"### {exp}", ""]
             if entry:
                 lines += [f"**{entry.place}**: {entry.shows}", ""]
-            lines += [f"![{exp}: {entry.shows if entry else exp}]({SITE_DIR}/figures/{exp}.png)", "",
+            lines += [image(root / "figures" / f"{exp}.png", f"{SITE_DIR}/figures/{exp}.png",
+                            f"{exp}: {entry.shows if entry else exp}"), "",
                       *_settings(root, exp), "", *_claims(card, exp)]
     lines += ["", "## Not in the reference, and why", ""]
-    lines += [f"- **{e}** ({catalogue.ENTRIES[e].place}): {reference.absent_why(e, config)}" for e in absent_ids(root)]
+    lines += [f"- **{e}** ({catalogue.ENTRIES[e].place}): {reference.absent_why(e, config, docs='')}" for e in absent_ids(root)]
     return "\n".join(lines) + "\n"
 
 

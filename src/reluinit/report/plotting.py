@@ -24,11 +24,27 @@ def theme() -> None:
     sns.set_theme(context="paper", style="whitegrid", palette="colorblind", font_scale=1.1)
 
 
-def panels(n: int, width: float = 4.2, height: float = 3.4, integer_x: bool = False, rows: int = 1):
-    """``n`` axes in ``rows`` rows under the project theme, in reading order (``integer_x``: x is a
-    layer index or a count)."""
+# Where a figure is shown: the documentation's gallery column is 938 CSS px wide at a 1400 px window
+# (Material theme, its table of contents hidden; measured in Chromium), and a browser shows a PNG
+# of ``DPI`` at its natural size at 96 CSS px per inch. So a figure at most ``MAX_WIDTH_IN`` wide is
+# shown whole at its natural size, where a ``MIN_TEXT_PT`` text is 9.3 CSS px tall (our floor for
+# legible; tests/test_figures_shown.py holds every committed figure to it).
+DPI = 150
+MAX_WIDTH_IN = 9.6
+MIN_TEXT_PT = 7.0
+SMALLEST_TEXT_KEY = "Smallest text (pt)"  # the PNG text chunk ``save`` writes it to
+
+
+def panels(n: int, width: float = 4.2, height: float = 3.4, integer_x: bool = False, rows: int | None = None):
+    """``n`` axes under the project theme, in reading order (``integer_x``: x is a layer index or a
+    count), as a grid no wider than ``MAX_WIDTH_IN``: as many ``width``-inch panels per row as fit
+    (``rows`` fixes the number of rows instead, and the panels narrow to fit)."""
     theme()
+    if rows is None:
+        cols = max(1, min(n, int((MAX_WIDTH_IN + 1e-9) // width)))
+        rows = -(-n // cols)
     cols = -(-n // rows)
+    width = min(width, MAX_WIDTH_IN / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False, layout="constrained")
     axes = list(axes.flat)
     for ax in axes[n:]:
@@ -62,24 +78,40 @@ def save(fig, paths: list[str | Path]) -> None:
     wrap_titles(fig)  # leaves the canvas drawn with the final texts
     for problem in layout_problems(fig, draw=False):
         logging.getLogger(__name__).warning("layout problem: %s", problem)
+    smallest = smallest_text_pt(fig)
+    if smallest < MIN_TEXT_PT or fig.get_figwidth() > MAX_WIDTH_IN + 1e-9:
+        logging.getLogger(__name__).warning(
+            "layout problem: %.3g in wide with a %.3g pt text, where the gallery shows at most %g in with texts "
+            "of %g pt or more", fig.get_figwidth(), smallest, MAX_WIDTH_IN, MIN_TEXT_PT)
     for path in paths:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=150)
+        png = Path(path).suffix == ".png"  # a PDF takes only its standard metadata keys
+        fig.savefig(path, dpi=DPI, metadata={SMALLEST_TEXT_KEY: f"{smallest:g}"} if png else None)
     plt.close(fig)
+
+
+def smallest_text_pt(fig) -> float:
+    """The size (points) of the smallest text the figure draws: titles, labels, tick labels, legends,
+    annotations (a heatmap's numbers) and notes, in visible axes (inf where it draws none)."""
+    from matplotlib.text import Text
+
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()
+             and (t.axes is None or t.axes.get_visible())]
+    return min(sizes, default=float("inf"))
 
 
 def footnote(fig, text: str) -> None:
     """A small note under the panels (what the figure could not draw): the figure grows by the
     note's height, so the panels keep theirs."""
-    lines = _wrap(text, int(fig.get_figwidth() * 15)).split("\n")
-    extra = 0.17 * len(lines) + 0.1  # inches: 7-point lines and a margin
+    lines = _wrap(text, int(fig.get_figwidth() * 13)).split("\n")
+    extra = 0.19 * len(lines) + 0.1  # inches: 8-point lines and a margin
     width, height = fig.get_size_inches()
     fig.set_size_inches(width, height + extra)
     engine = fig.get_layout_engine()
     if engine is not None and hasattr(engine, "set"):
         bottom = extra / (height + extra)
         engine.set(rect=(0, bottom, 1, 1 - bottom))
-    fig.text(0.005, 0.005, "\n".join(lines), ha="left", va="bottom", fontsize=7, color="0.3")
+    fig.text(0.005, 0.005, "\n".join(lines), ha="left", va="bottom", fontsize=8, color="0.3")
 
 
 def _wrap(text: str, width: int) -> str:
