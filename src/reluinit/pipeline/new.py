@@ -105,7 +105,10 @@ def _insert_claim(root: Path, exp_id: str, paper: str, place: str) -> Path:
     text = path.read_text()
     stub = CLAIM.format(id=exp_id, paper=paper, place=place, claim_id=_free_claim_id(text, paper))
     at = text.find("\ncells:")
-    path.write_text(text.rstrip("\n") + "\n" + stub if at < 0 else text[:at].rstrip("\n") + "\n" + stub + text[at:])
+    if at >= 0:  # above the comment lines that introduce the cells, too
+        while text.rfind("\n", 0, at) >= 0 and text[text.rfind("\n", 0, at) + 1:at].startswith("#"):
+            at = text.rfind("\n", 0, at)
+    path.write_text(text.rstrip("\n") + "\n" + stub if at < 0 else text[:at].rstrip("\n") + "\n" + stub + "\n" + text[at:].lstrip("\n"))
     return path
 
 
