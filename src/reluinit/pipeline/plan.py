@@ -500,8 +500,7 @@ def docs_text(text: str, config: dict, root: Path, cached: dict | None = None) -
     if INLINE.search(text):
         if "numbers" not in cached:
             cached["numbers"] = {**numbers(config, "paper", cost=read_cost(root / DOCS_COST)), **claim_counts(root)}
-        if "tests" not in cached and any(key.startswith("tests.") for key, _ in INLINE.findall(text)):
-            cached["tests"] = True
+        if "tests.all" not in cached["numbers"] and any(key.startswith("tests.") for key, _ in INLINE.findall(text)):
             cached["numbers"].update(suite_counts(root))
         text = INLINE.sub(lambda m: f"<!-- plan:{m.group(1)} -->{cached['numbers'][m.group(1)]}<!-- /plan -->", text)
     if BLOCK.search(text):

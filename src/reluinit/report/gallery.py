@@ -36,26 +36,32 @@ MIN_TEXT_PX = 9.0
 CSS_PX_PER_INCH = 96
 
 
-def natural_width(png: str | Path) -> int:
-    """The CSS width (px) at which a figure is shown at its natural size: its inches at 96 px each."""
+def _png(png: str | Path) -> tuple[int, float, float]:
+    """A figure's width in pixels, its dpi and the smallest text size ``plotting.save`` wrote into it
+    (0 where it wrote none)."""
     from PIL import Image
 
     with Image.open(png) as im:
-        dpi = float(im.info.get("dpi", (plotting.DPI,))[0])
-        return round(im.size[0] * CSS_PX_PER_INCH / dpi)
+        return (im.size[0], float(im.info.get("dpi", (plotting.DPI,))[0]),
+                float(im.info.get(plotting.SMALLEST_TEXT_KEY, 0)))
+
+
+def natural_width(png: str | Path) -> int:
+    """The CSS width (px) at which a figure is shown at its natural size: its inches at 96 px each."""
+    pixels, dpi, _ = _png(png)
+    return _natural(pixels, dpi)
+
+
+def _natural(pixels: int, dpi: float) -> int:
+    return round(pixels * CSS_PX_PER_INCH / dpi)
 
 
 def shown_text_px(png: str | Path, column_px: int, width_px: int | None = None) -> float:
     """How tall (CSS px) the figure's smallest text is where it is shown ``width_px`` wide (its
     natural width by default) in a column ``column_px`` wide, from the size ``plotting.save`` wrote
     into the PNG (0 where it wrote none: a figure drawn before it did is not known to be legible)."""
-    from PIL import Image
-
-    with Image.open(png) as im:
-        smallest = float(im.info.get(plotting.SMALLEST_TEXT_KEY, 0))
-        dpi = float(im.info.get("dpi", (plotting.DPI,))[0])
-        pixels = im.size[0]
-    shown = min(width_px or natural_width(png), column_px)
+    pixels, dpi, smallest = _png(png)
+    shown = min(width_px or _natural(pixels, dpi), column_px)
     return smallest * dpi / 72 * shown / pixels
 
 
