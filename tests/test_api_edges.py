@@ -369,6 +369,50 @@ def test_finite_weights_whose_products_overflow_are_refused_not_counted():
         trajectory_stats(_small_net(), torch.zeros(4), torch.ones(4), n_pieces=10**12)
 
 
+def _net_2_16_16_1() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 1)).double()
+
+
+def test_a_huge_square_has_every_region_of_the_squares_inside_it():
+    """The squares are nested, so the count cannot fall as the half-side grows; and every vertex
+    of this net's arrangement lies within 1e3 of the centre, so from there on it cannot rise
+    either. It used to fall from 572 to 386 at 1e10 and to 62 from 1e15 on: crossings were
+    interpolated between the square's far corners, and a vertex near the centre snapped onto any
+    line within 1e-11 of the square's size. One count and one set of regions up to 1e300; the
+    largest finite half-side overflows and is refused."""
+    model = _net_2_16_16_1()
+    plane = ([0.0, 0.0], [1.0, 0.0], [0.0, 1.0])
+    counts = [len(plane_partition(model, *plane, 10.0**e)) for e in (0, 1, 3, 8, 10, 15, 50, 150, 300)]
+    assert counts == sorted(counts) and counts[2:] == [counts[2]] * 7 and counts[0] < counts[2]
+    patterns = [{p.pattern.tobytes() for p in plane_partition(model, *plane, s)} for s in (1e3, 1e15, 1e300)]
+    assert patterns[0] == patterns[1] == patterns[2] and len(patterns[0]) == counts[2]
+    with pytest.raises(ValueError, match="overflow float64 .* use a smaller half_side"):  # exact or refused
+        plane_partition(model, *plane, np.finfo(np.float64).max)
+
+
+def test_huge_weights_and_far_inputs_give_the_partition_of_the_same_function():
+    """The same function written with a first layer 1e150 times larger (and a second 1e150 times
+    smaller), or moved 1e8 along the plane, has the same regions; where the square's corners times
+    the weights overflow float64, the partition is refused, naming the half-side, not miscounted."""
+    model = _net_2_16_16_1()
+    plane = ([0.0, 0.0], [1.0, 0.0], [0.0, 1.0])
+    count = len(plane_partition(model, *plane, 1e3))
+    big = copy.deepcopy(model)
+    with torch.no_grad():
+        big[0].weight.mul_(1e150), big[0].bias.mul_(1e150), big[2].weight.div_(1e150)
+    assert len(plane_partition(big, *plane, 1e3)) == len(plane_partition(big, *plane, 1e100)) == count
+    moved = copy.deepcopy(model)
+    shift = torch.tensor([1e8, 0.0], dtype=F64)
+    with torch.no_grad():
+        moved[0].bias.sub_(moved[0].weight @ shift)
+    assert len(plane_partition(moved, shift, *plane[1:], 1e3)) == count
+    with torch.no_grad():
+        big[0].weight.mul_(1e100), big[2].weight.div_(1e100)
+    with pytest.raises(ValueError, match=r"^layer 1's pre-activations overflow float64 .*half_side=1e\+100.*smaller"):
+        plane_partition(big, *plane, 1e100)
+
+
 def test_pruning_refuses_a_model_or_inputs_with_nan_or_inf_by_name():
     """A NaN weight in layer 2 let SNIP return masks that kept no weight of two layers; an inf input
     gave scores of NaN: the masks of either are not the model's."""

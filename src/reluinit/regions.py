@@ -354,8 +354,11 @@ def plane_regions(net: MLP, origin, e1, e2, half_side: float, rtol: float = 1e-1
     (u, v) on each cell of the layers before (its ``parent``), so each neuron's line in turn cuts
     the cells of the parents it crosses (``planecut.cut_layer``, a compiled loop). Cells come in
     the order of a depth-first walk (a cut cell is followed by its part above the line); a part
-    with fewer than 3 vertices (a line through a corner) is dropped, and a vertex within ``rtol``
-    of a line's scale is on it (lines through one point meet there, not in slivers of rounding).
+    with fewer than 3 vertices (a line through a corner) is dropped, a crossing is solved from its
+    two lines (so its rounding is that of its own coordinates, whatever the square's size), and a
+    vertex whose value on a line is within ``rtol`` of that value's terms is on it (lines through
+    one point meet there, not in slivers of rounding). A square whose vertices' values overflow
+    float64 raises ``ValueError``.
     The layers' affine maps are computed on the net's device; the cutting, thousands of steps on a
     few small polygons each, runs on the host, where a step costs nanoseconds and not a kernel
     launch. A layer whose cells' maps would take more than ``max_bytes`` raises ``MemoryError``
@@ -366,7 +369,7 @@ def plane_regions(net: MLP, origin, e1, e2, half_side: float, rtol: float = 1e-1
                                     dtype=torch.float64).to(dev)
     s = float(half_side)
     theta = np.array(KINKS[net.activation], dtype=np.float64)
-    xy, off = np.array([[-s, -s], [s, -s], [s, s], [-s, s]], dtype=np.float64), np.array([0, 4])
+    xy, ln, off = planecut.square(s)
     # The cells' activations as affine maps h = a + bmat @ (u, v), and every hidden neuron's piece.
     a, bmat = f64(origin)[None], torch.stack([f64(e1), f64(e2)], dim=1)[None]
     pattern = torch.zeros(1, 0, dtype=torch.int8, device=dev)
@@ -377,8 +380,12 @@ def plane_regions(net: MLP, origin, e1, e2, half_side: float, rtol: float = 1e-1
         zb = torch.einsum("ij,pjk->pik", w, bmat)
         _finite_layer(l, za, zb)
         # The edge test of `bounded` is torch.isclose's (rtol 1e-5, atol 1e-8), written out.
-        xy, off, parent, centre, bounded, snapped = planecut.cut_layer(
-            xy, off, za.cpu().numpy(), zb.cpu().numpy(), theta, s, 1e-8 + 1e-5 * abs(s), rtol)
+        xy, ln, off, parent, centre, bounded, snapped, overflow = planecut.cut_layer(
+            xy, ln, off, za.cpu().numpy(), zb.cpu().numpy(), theta, s, 1e-8 + 1e-5 * abs(s), rtol)
+        if overflow:
+            raise ValueError(f"layer {l + 1}'s pre-activations overflow float64 (NaN or inf) at a vertex of the "
+                             f"square (half_side={s:g}): the weights or the square are too large; use a smaller "
+                             "half_side or scale the weights down")
         coincident += int(snapped)
         need = len(parent) * (w.shape[0] * 3 * 8 * 2 + pattern.shape[1] + w.shape[0])
         if need > max_bytes:
