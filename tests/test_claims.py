@@ -461,7 +461,8 @@ def test_a_full_disk_names_the_folder_and_says_to_free_space_and_rerun(caplog, t
     with caplog.at_level("ERROR", logger="reluinit"):
         jobs._log_uncaught(OSError, full, None)
     todo = [r.getMessage() for r in caplog.records if jobs.TODO_PREFIX in r.getMessage()]
-    assert todo == [f"{jobs.TODO_PREFIX}the disk holding results/quick/OP is full (No space left on device): free "
+    assert todo == [f"{jobs.TODO_PREFIX}the disk holding results/quick/OP is full (No space left on device, writing "
+                    "OP-F1.csv): free "
                     "space there (`df -h results/quick/OP` shows how much is left) and run the same snakemake "
                     "command again; the jobs that finished are kept"]
     caplog.clear()
@@ -477,7 +478,7 @@ def test_a_full_disk_names_the_folder_and_says_to_free_space_and_rerun(caplog, t
     assert not list(target.parent.iterdir())  # no half file left behind, no seal
     with caplog.at_level("ERROR", logger="reluinit"):
         jobs._log_uncaught(OSError, err.value, None)
-    assert f"the disk holding {target.parent} is full (No space left on device)" in caplog.text
+    assert f"the disk holding {target.parent} is full (No space left on device, writing OP-F1.csv)" in caplog.text
     caplog.clear()
     with caplog.at_level("ERROR", logger="reluinit"):
         jobs._log_uncaught(OSError, OSError(errno.EACCES, "Permission denied", "x"), None)

@@ -265,3 +265,15 @@ def test_a_count_or_seed_that_is_no_whole_number_or_too_large_is_refused_by_name
     said = explain(refused.value)
     assert said.startswith(f"invalid config: key 'experiments.{experiment}.paper.{key}") and (
         "a whole number is meant here" in said or "is greater than the maximum of 2147483647" in said), said
+
+
+def test_an_exponent_without_a_decimal_point_is_text_to_yaml_and_the_refusal_says_so():
+    """``seed: 1e20`` in a YAML file is the string "1e20" (YAML 1.1): the schema's "'1e20' is not of
+    type 'integer'" said nothing of why; the refusal says how YAML reads it and how to write it."""
+    config = json.loads(json.dumps(CONFIG))
+    config["experiments"]["OP-F1"]["paper"]["seed"] = yaml.safe_load("x: 1e20")["x"]
+    with pytest.raises(jsonschema.ValidationError) as refused:
+        validate(config, ROOT / "workflow/schemas/config.schema.yaml")
+    assert explain(refused.value) == ("invalid config: key 'experiments.OP-F1.paper.seed' = '1e20': '1e20' is not of "
+                                      "type 'integer' (YAML reads 1e20 as text, not a number: write a whole number "
+                                      "as digits, a real one with a decimal point, e.g. 1.0e20)")

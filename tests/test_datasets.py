@@ -363,9 +363,18 @@ def test_a_truncated_gzip_and_a_link_to_nothing_are_named_with_their_fix(tmp_pat
 
     monkeypatch.setattr(datasets.shutil, "copyfileobj", full)
     said = _refused(tmp_path)
-    assert said.startswith(f"{gz} could not be unpacked in {raw} (No space left on device): unpack it there "
-                           f"yourself (`gunzip -k {gz}`)") and said.endswith(fix), said
+    assert said.startswith(f"{gz} could not be unpacked in {raw}: the disk holding it is full (No space left on "
+                           f"device): free space there (`df -h {raw.parent}`") and said.endswith(fix), said
     assert not list(raw.glob("*.part"))
+
+    def read_only(*a, **k):  # a read-only mount: unpacking there, or gunzip there, cannot work
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(datasets.shutil, "copyfileobj", read_only)
+    said = _refused(tmp_path)
+    assert said == (f"{gz} could not be unpacked in {raw} (Read-only file system): that folder cannot be written "
+                    f"here, so copy the data folder to a folder DIR you can write (`cp -r {tmp_path} DIR`) and give "
+                    f"that as data_dir: `snakemake DIR/fetched/mnist.json --cores 1 --config data_dir=DIR`."), said
     monkeypatch.undo()
     assert datasets.fetch("mnist", tmp_path)["train"] == 12
 
@@ -379,3 +388,31 @@ def test_a_data_folder_of_the_four_gzipped_files_is_read_as_mnist(tmp_path, monk
         shutil.move(gz, tmp_path / gz.name)
     assert datasets.fetch("mnist", tmp_path)["test"] == 5
     assert {f.name: md5(f) for f in (tmp_path / "MNIST" / "raw").iterdir()} == {n: m for n, (_, m) in official.items()}
+
+
+def test_a_read_only_data_folder_is_named_before_snakemake_fails_to_write_in_it(tmp_path):
+    """A read-only mount of the data files: Snakemake cannot create the fetch job's record there and
+    stops with "Failed to create output directory", which names no fix, before the job could give
+    one. The run's first lines say what to do. (A bind mount needs root; skipped without.)"""
+    import subprocess
+
+    from conftest import snakemake
+
+    files, data = tmp_path / "files", tmp_path / "mnt"
+    files.mkdir(), data.mkdir()
+    (files / "train-images-idx3-ubyte.gz").write_bytes(b"")
+    mounted = subprocess.run(["mount", "--bind", str(files), str(data)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"no bind mount here ({mounted.stderr.decode().strip()}): needs root")
+    try:
+        if subprocess.run(["mount", "-o", "remount,bind,ro", str(data)], capture_output=True).returncode != 0:
+            pytest.skip("no read-only remount here")
+        run = snakemake(f"{data}/fetched/mnist.json", "--cores", "1", "--config", f"data_dir={data}")
+    finally:
+        subprocess.run(["umount", str(data)], capture_output=True)
+    assert run.returncode != 0
+    said = [line for line in run.stderr.splitlines() if line.startswith("warning: the data folder")]
+    assert said == [f"warning: the data folder {data} cannot be written here, and a job that fetches a dataset "
+                    f"records what it found in {data}/fetched/: if this run needs one, copy the data folder to a "
+                    f"folder DIR you can write (`cp -r {data} DIR`) and give that as data_dir (`--config "
+                    f"data_dir=DIR`, last)."], run.stderr[-2000:]

@@ -297,6 +297,27 @@ def test_a_damaged_list_of_seals_is_named_with_its_fix_and_never_blocks_a_run(tm
                          "it finds).")
 
 
+def test_a_damaged_training_checkpoint_names_the_job_that_trains_it_not_a_rule_that_does_not_exist():
+    """A run's resumable checkpoint is no rule's output: the sweep's line used to suggest
+    `snakemake <checkpoint>`, which Snakemake refuses (MissingRuleException). It names the output
+    of the job that trains the run (the part's table, or the trained net of a `train_<spec>` job),
+    each the inverse of where that job keeps its checkpoints."""
+    from reluinit.pipeline import paths
+
+    results = "results/quick"
+    part = Path(paths.checkpoints(results, "TG-F6", "group0")) / "sw2-net0.pt"
+    assert paths.trained_by(part) == Path(paths.part(results, "TG-F6", "group0"))
+    net = Path(paths.train_checkpoint(results, "LR-MNIST", "d4w16", 3))
+    assert paths.trained_by(net) == Path(paths.trained(results, "LR-MNIST", "d4w16", 3))
+    assert paths.trained_by(Path(paths.part(results, "TG-F6", "group0"))) is None
+    line = integrity.swept(part, part.with_name("sw2-net0.pt.damaged"), "1,000 bytes where 42,728 were written",
+                           paths.trained_by(part))
+    assert line == (f"{part} is damaged (1,000 bytes where 42,728 were written): moved to {part}.damaged, never "
+                    f"read; nothing to do while results/quick/TG/TG-F6/group0.csv is whole. When that job runs again "
+                    f"this run trains afresh and the others resume: `snakemake results/quick/TG/TG-F6/group0.csv "
+                    f"--force --cores 1 --config scale=quick`.")
+
+
 def test_a_list_of_seals_that_points_outside_its_tree_is_ignored(tmp_path):
     """`.sealed` lines such as `../../victim.txt` made the sweep move a file outside the results tree
     aside (its seal "missing"): a line that leaves the tree, by `..`, an absolute path or a link, is

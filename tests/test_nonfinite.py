@@ -2,13 +2,15 @@
 declares (``catalogue.undefined``), a claim whose rows hold undeclared ones is "invalid" and says how
 many, and a figure says in a note how many values it could not draw, and why."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import copy_build, snakemake
+from conftest import ROOT, copy_build, snakemake
 from reluinit.pipeline import catalogue, jobs, steps
 from reluinit.report import claims, plotting
 
@@ -179,3 +181,29 @@ def test_a_nan_from_an_absurd_setting_names_its_config_key():
     with pytest.raises(jobs.NotFinite) as err:
         jobs.check_finite(t, "OP-F1", catalogue.undefined("OP-F1"), "x.csv", settings={"sigma_w": 2.0}, scale="paper")
     assert "the config sets" not in str(err.value)
+
+
+def test_a_job_that_fails_under_an_absurd_setting_names_its_config_key(tmp_path):
+    """``sigma_w: 1.0e+300`` passes the schema (a finite number) and TG-F1's job then fails inside
+    torch (an SVD of non-finite values), a traceback naming no key. The line the run's final
+    words repeat names the setting, the fix and the rerun; a job in a separate process, as
+    Snakemake runs it (``jobs.start`` takes over logging and the excepthook)."""
+    code = f"""
+import yaml
+from reluinit.pipeline import plan, steps
+from reluinit.pipeline.config import settings
+config = yaml.safe_load(open("config.yaml"))
+config["results"] = {str(tmp_path / "results")!r}
+s = {{**settings(config, "TG-F1", "quick"), "sigma_w": 1e300}}
+job = next(iter(plan.measure_jobs(config, "TG-F1", "quick")))
+steps.measure("TG-F1", job, s, [], {str(tmp_path / "results/quick/TG/TG-F1.csv")!r}, [],
+              {str(tmp_path / "job.log")!r}, config=config, scale="quick", device="cpu", threads=1)
+"""
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode != 0
+    todo = [line for line in (tmp_path / "job.log").read_text().splitlines() if "what to do: " in line]
+    assert len(todo) == 1, todo
+    assert todo[0].split("what to do: ")[1].startswith("TG-F1: the job failed (_LinAlgError: ")
+    assert ("; the config sets experiments.TG-F1.quick.sigma_w = 1e+300, far beyond any value the papers use: a "
+            "likely cause (correct it in config.yaml or your --configfile), then rerun `snakemake ") in todo[0]
+

@@ -417,4 +417,4 @@ def test_a_full_disk_while_saving_a_checkpoint_is_a_full_disk_that_names_the_fil
     assert path.read_bytes() == before and torch.equal(training.load_checkpoint(path)["w"], torch.arange(4.0))
     with caplog.at_level("ERROR", logger="reluinit"):
         jobs._log_uncaught(OSError, err.value, None)
-    assert f"the disk holding {tmp_path} is full (No space left on device)" in caplog.text
+    assert f"the disk holding {tmp_path} is full (No space left on device, writing run.pt)" in caplog.text

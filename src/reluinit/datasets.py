@@ -7,6 +7,7 @@ Fetching (``fetch``) runs on a machine with internet, once, into one data direct
 
 from __future__ import annotations
 
+import errno
 import functools
 import gzip
 import hashlib
@@ -301,9 +302,14 @@ def unpack_gzipped(name: str, root: str | Path) -> list[Path]:
                 part.unlink(missing_ok=True)
             except OSError:
                 pass
-            raise DatasetUnavailable(f"{gz} could not be unpacked in {raw} ({e.strerror or e}): unpack it there "
-                                     f"yourself (`gunzip -k {gz}`), or copy the data folder to one you can write "
-                                     f"and give that as data_dir; then rerun `{again}`.") from e
+            if e.errno == errno.ENOSPC:
+                raise DatasetUnavailable(f"{gz} could not be unpacked in {raw}: the disk holding it is full "
+                                         f"({e.strerror}): free space there (`df -h {raw.parent}` shows how much is "
+                                         f"left); then rerun `{again}`.") from e
+            elsewhere = integrity.rebuild_command(f"DIR/fetched/{name}.json", force=False, data_dir="DIR")
+            raise DatasetUnavailable(f"{gz} could not be unpacked in {raw} ({e.strerror or e}): that folder cannot be "
+                                     f"written here, so copy the data folder to a folder DIR you can write (`cp -r "
+                                     f"{root} DIR`) and give that as data_dir: `{elsewhere}`.") from e
         log.info("unpacked %s", gz)
         written.append(out)
     return written

@@ -392,15 +392,21 @@ def sweep(root: str | Path) -> list[tuple[Path, Path, str]]:
     return moved
 
 
-def swept(path: Path, aside: Path, why: str) -> str:
-    """The line a run says, before its DAG is built, for each file ``sweep`` found damaged."""
+def swept(path: Path, aside: Path, why: str, owner: Path | None = None) -> str:
+    """The line a run says, before its DAG is built, for each file ``sweep`` found damaged. ``owner``:
+    the output of the job that trains the run whose resumable checkpoint ``path`` is (no rule
+    writes such a file: ``paths.trained_by``)."""
     where = f"moved to {aside}" if aside != path else "left in place"
     if path.name == MANIFEST:
         fix = (f"listed again from the seals under {path.parent}; nothing to do" if aside != path
                else _remove_manifest(path))
         return f"{_manifest_damaged(path, why)}: {where}, never read; {fix}."
+    if owner is not None:  # a run's resumable state: no rule writes it, the job of its table trains it
+        return (f"{path} is damaged ({why}): {where}, never read; nothing to do while {owner} is whole. When that "
+                f"job runs again this run trains afresh and the others resume: `{rebuild_command(owner)}`.")
     return (f"{path} is damaged ({why}): {where}, never read; it is rebuilt when a job needs it, "
             f"or now with `{rebuild_command(path, force=False)}`.")
+
 
 
 def _set_aside(path: Path, why: str, seal: Path | None = None) -> tuple[Path, Path, str]:

@@ -139,6 +139,29 @@ def sbatch_refusal(log):
             f"GPU_PARTITION in the documentation's commands are placeholders){'; `sinfo` lists partitions ' + ', '.join(known) if known else ''}.")
 
 
+def unwritable_data_dir():
+    """A warning where the data folder cannot be written and holds no `fetched/` yet (a read-only
+    mount of the files): a job that fetches a dataset records what it found there, and Snakemake
+    would stop on "Failed to create output directory", naming no fix, before the job could."""
+    fetched = Path(DATA) / "fetched"
+    if not Path(DATA).is_dir() or fetched.is_dir() or writable(Path(DATA)):
+        return None
+    return (f"warning: the data folder {DATA} cannot be written here, and a job that fetches a dataset records "
+            f"what it found in {fetched}/: if this run needs one, copy the data folder to a folder DIR you can "
+            "write (`cp -r " + DATA + " DIR`) and give that as data_dir (`--config data_dir=DIR`, last).")
+
+
+def writable(folder: Path) -> bool:
+    """Whether a file can be made in ``folder`` (``os.access`` says yes to root on a read-only mount)."""
+    import tempfile
+
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            return True
+    except OSError:
+        return False
+
+
 def check_device():
     """`device: cuda` on a machine whose torch sees no CUDA device stops the run before any job
     (each would die on the driver's traceback); on a cluster the jobs' nodes decide, not this one."""
@@ -163,7 +186,7 @@ def sweep_damaged():
     from reluinit import integrity
 
     for path, aside, reason in integrity.sweep(RESULTS):
-        print(integrity.swept(path, aside, reason), file=sys.stderr)
+        print(integrity.swept(path, aside, reason, paths.trained_by(path)), file=sys.stderr)
 
 
 # Command-line words after which Snakemake plans, lists or reports but runs no job.
@@ -197,6 +220,8 @@ def job_instruction():
 
 if workflow.is_main_process and runs_jobs(sys.argv[1:]):
     sweep_damaged()  # before the DAG is built: what it moves aside, this run rebuilds
+    if unwritable_data_dir():
+        print(unwritable_data_dir(), file=sys.stderr)
 
 
 def machine_mb():

@@ -115,9 +115,10 @@ def _log_uncaught(kind, error, tb) -> None:
         log.error("%s%s", TODO_PREFIX, error)
     elif isinstance(error, OSError) and error.errno == errno.ENOSPC:
         folder = Path(error.filename).parent if error.filename else Path.cwd()
-        log.error("%sthe disk holding %s is full (%s): free space there (`df -h %s` shows how much is left) and "
+        writing = f", writing {Path(error.filename).name.removesuffix('.tmp')}" if error.filename else ""
+        log.error("%sthe disk holding %s is full (%s%s): free space there (`df -h %s` shows how much is left) and "
                   "run the same snakemake command again; the jobs that finished are kept", TODO_PREFIX, folder,
-                  error.strerror, folder)
+                  error.strerror, writing, folder)
 
 
 def verified(paths) -> list:
@@ -199,14 +200,31 @@ def check_finite(table: pd.DataFrame, exp_id: str, declared: dict[str, str], out
     bad = {c: n for c, n in nonfinite(table).items() if c not in declared}
     if bad:
         found = "; ".join(f"{n} in column {c}" for c, n in bad.items())
-        huge = _huge_settings(settings or {}, f"experiments.{exp_id}.{scale}")
-        cause = (f"; the config sets {', '.join(huge)}, far beyond any value the papers use: a likely cause "
-                 f"(correct it in config.yaml or your --configfile)" if huge else "")
+        cause = huge_cause(settings or {}, exp_id, scale)
         raise NotFinite(f"{exp_id}: the rows for {output} hold values that are not numbers ({found}), in column(s) "
                         f"{exp_id} does not declare may hold them, so nothing was written{cause}; fix the measurement, or "
                         f"declare what such a value means in the catalogue entry's `undefined` "
                         f"(reluinit.pipeline.catalogue, docs/adding-an-experiment.md), then rerun "
                         f"`{integrity.rebuild_command(output)}`")
+
+
+def huge_cause(settings: dict, exp_id: str, scale: str | None) -> str:
+    """"; the config sets <key> = <value>, ...: a likely cause (...)" naming each setting of
+    ``exp_id`` of magnitude 1e15 or more by its config key, or "" where there is none."""
+    huge = _huge_settings(settings, f"experiments.{exp_id}.{scale}")
+    return (f"; the config sets {', '.join(huge)}, far beyond any value the papers use: a likely cause "
+            f"(correct it in config.yaml or your --configfile)" if huge else "")
+
+
+def blame_settings(error: BaseException, settings: dict, exp_id: str, scale: str, output: str | Path) -> None:
+    """Where a job of ``exp_id`` fails (``error``) under a setting of magnitude 1e15 or more, the
+    line the run's final words repeat names that setting as the likely cause, with the rerun (a
+    finite but absurd ``sigma_w`` fails inside torch, far from the config key)."""
+    cause = huge_cause(settings, exp_id, scale)
+    if cause and not getattr(error, "ends_in_fix", False):
+        logging.getLogger("reluinit").error("%s%s: the job failed (%s: %s)%s, then rerun `%s`", TODO_PREFIX, exp_id,
+                                            type(error).__name__, str(error).split("\n")[0], cause,
+                                            integrity.rebuild_command(output))
 
 
 def _huge_settings(value, key: str) -> list[str]:

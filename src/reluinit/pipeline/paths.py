@@ -93,6 +93,22 @@ def checkpoints(results: str, exp: str, part: str, paper: str | None = None) -> 
     return f"{results}/checkpoints/{paper or paper_of(exp)}/{exp}/{part}"
 
 
+def trained_by(checkpoint: str | Path) -> Path | None:
+    """The output of the job that trains the run whose resumable state ``checkpoint`` is (the
+    inverse of ``checkpoints`` and ``train_checkpoint``): its part's table, or its trained net;
+    None for any other file."""
+    parts = Path(checkpoint).parts
+    at = max((i for i, p in enumerate(parts[:-1]) if p == "checkpoints"), default=None)
+    if at is None or not parts[-1].endswith(".pt"):
+        return None
+    results, rest = str(Path(*parts[:at])) if at else ".", parts[at + 1:]
+    if len(rest) == 3 and rest[0] == "trained":
+        return Path(trained(results, rest[1], *rest[2][: -len(".pt")].rsplit("-run", 1)))
+    if len(rest) == 4:
+        return Path(part(results, rest[1], rest[2], paper=rest[0]))
+    return None
+
+
 def train_rule(spec: str) -> str:
     """The name of the rule that trains training spec ``spec``'s nets, one job per architecture
     (``train_LR_MNIST``): a rule per spec, since a job's outputs are its runs, counted per spec."""

@@ -35,7 +35,11 @@ def measure(exp_id: str, job: str, s: dict, inputs: list, output: str, masks_fil
         if key in masks:
             extra["masks"] = masks[key]
         with _one_writer(exp, results, exp_id, key, log):
-            frames[key] = exp.measure(s, key, device, [f for f in inputs if f not in others], **extra)
+            try:
+                frames[key] = exp.measure(s, key, device, [f for f in inputs if f not in others], **extra)
+            except Exception as e:
+                jobs.blame_settings(e, s, exp_id, scale, output)
+                raise
         jobs.check_finite(frames[key], exp_id, declared, output, settings=s, scale=scale)
     jobs.write_parts(frames, output, experiment=exp_id, scale=scale)
 
