@@ -275,5 +275,10 @@ def test_an_exponent_without_a_decimal_point_is_text_to_yaml_and_the_refusal_say
     with pytest.raises(jsonschema.ValidationError) as refused:
         validate(config, ROOT / "workflow/schemas/config.schema.yaml")
     assert explain(refused.value) == ("invalid config: key 'experiments.OP-F1.paper.seed' = '1e20': '1e20' is not of "
-                                      "type 'integer' (YAML reads 1e20 as text, not a number: write a whole number "
-                                      "as digits, a real one with a decimal point, e.g. 1.0e20)")
+                                      "type 'integer' (YAML reads 1e20 as text, not a number: write it with digits)")
+    config["experiments"]["OP-F1"]["paper"]["seed"] = 7
+    config["experiments"]["TG-F1"]["paper"]["bias"] = "2e3"  # a real number's key: the decimal point
+    with pytest.raises(jsonschema.ValidationError) as refused:
+        validate(config, ROOT / "workflow/schemas/config.schema.yaml")
+    assert explain(refused.value).endswith("(YAML reads 2e3 as text, not a number: write it with a decimal point, "
+                                           "e.g. 2.0e3)")

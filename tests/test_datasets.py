@@ -374,7 +374,8 @@ def test_a_truncated_gzip_and_a_link_to_nothing_are_named_with_their_fix(tmp_pat
     said = _refused(tmp_path)
     assert said == (f"{gz} could not be unpacked in {raw} (Read-only file system): that folder cannot be written "
                     f"here, so copy the data folder to a folder DIR you can write (`cp -r {tmp_path} DIR`) and give "
-                    f"that as data_dir: `snakemake DIR/fetched/mnist.json --cores 1 --config data_dir=DIR`."), said
+                    f"that as data_dir: `snakemake DIR/fetched/mnist.json --cores 1 --config data_dir=DIR` (a harvest: "
+                    f"`--data-dir DIR`)."), said
     monkeypatch.undo()
     assert datasets.fetch("mnist", tmp_path)["train"] == 12
 

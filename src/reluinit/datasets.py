@@ -309,7 +309,7 @@ def unpack_gzipped(name: str, root: str | Path) -> list[Path]:
             elsewhere = integrity.rebuild_command(f"DIR/fetched/{name}.json", force=False, data_dir="DIR")
             raise DatasetUnavailable(f"{gz} could not be unpacked in {raw} ({e.strerror or e}): that folder cannot be "
                                      f"written here, so copy the data folder to a folder DIR you can write (`cp -r "
-                                     f"{root} DIR`) and give that as data_dir: `{elsewhere}`.") from e
+                                     f"{root} DIR`) and give that as data_dir: `{elsewhere}` (a harvest: `--data-dir DIR`).") from e
         log.info("unpacked %s", gz)
         written.append(out)
     return written

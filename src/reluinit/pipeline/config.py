@@ -109,12 +109,13 @@ def explain(error: jsonschema.ValidationError, command_line: bool = True) -> str
         return (f"invalid config: key '{where}' = {err.instance!r}: a whole number is meant here, written without "
                 f"a decimal point or exponent (2, not 2.0 or 2e0)")
     line = f"invalid config: key '{where}' = {err.instance!r}: {err.message}"
+    kinds = err.validator_value if isinstance(err.validator_value, list) else [err.validator_value]
     if (isinstance(err.instance, str) and err.validator == "type" and re.fullmatch(r"[-+]?\d+[eE][-+]?\d+", err.instance)
-            and {"number", "integer"} & set(err.validator_value if isinstance(err.validator_value, list)
-                                            else [err.validator_value])):
+            and {"number", "integer"} & set(kinds)):
         # YAML 1.1 reads an exponent without a decimal point as text
-        line += (f" (YAML reads {err.instance} as text, not a number: write a whole number as digits, "
-                 f"a real one with a decimal point, e.g. {err.instance.lower().replace('e', '.0e', 1)})")
+        how = ("digits" if "number" not in kinds
+               else f"a decimal point, e.g. {err.instance.lower().replace('e', '.0e', 1)}")
+        line += f" (YAML reads {err.instance} as text, not a number: write it with {how})"
     elif isinstance(err.instance, str) and err.validator == "type" and command_line:
         # `--config key={a: {b: [1, 2]}}` hands nested values over as strings
         line += (" (values nested under --config arrive as strings: put the change in a YAML file and pass "
