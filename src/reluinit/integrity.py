@@ -408,7 +408,6 @@ def swept(path: Path, aside: Path, why: str, owner: Path | None = None) -> str:
             f"or now with `{rebuild_command(path, force=False)}`.")
 
 
-
 def _set_aside(path: Path, why: str, seal: Path | None = None) -> tuple[Path, Path, str]:
     """Move a damaged file (and its seal) to ``<name>.damaged``: (file, where it went, why). In a
     read-only tree it is named and left where it is, and its readers refuse it."""

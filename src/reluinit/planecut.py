@@ -110,6 +110,10 @@ def _cut_layer(xy, ln, off, za, zb, theta, half_side, tol, rtol):
         out[t, 0] = min(max(u, min(p[0], q[0])), max(p[0], q[0]))
         out[t, 1] = min(max(v, min(p[1], q[1])), max(p[1], q[1]))
 
+    def _overflowed(n_snapped):  # no cells, and the flag the caller refuses the square on
+        return (np.empty((0, 2)), np.empty((0, 3)), np.zeros(1, np.int64), np.empty(0, np.int64), np.zeros((0, 2)),
+                np.ones(0, np.bool_), n_snapped, True)
+
     n_par, width, n_kinks = len(off) - 1, za.shape[1], len(theta)
     out_xy, out_ln = np.empty((4 * len(xy), 2)), np.empty((4 * len(xy), 3))
     out_off = np.zeros(4 * n_par + 1, np.int64)
@@ -128,8 +132,7 @@ def _cut_layer(xy, ln, off, za, zb, theta, half_side, tol, rtol):
             for k in range(n_kinks):
                 lo, hi, _ = _span(xy, start, stop - start, za[p, j] - theta[k], zb[p, j, 0], zb[p, j, 1], vals)
                 if not (np.isfinite(lo) and np.isfinite(hi)):
-                    return out_xy[:0], out_ln[:0], out_off[:1], out_par[:0], np.zeros((0, 2)), np.ones(0, np.bool_), \
-                        n_snapped, True
+                    return _overflowed(n_snapped)
                 if lo < 0 and hi > 0:
                     lines[n_lines] = j * n_kinks + k
                     n_lines += 1
@@ -152,8 +155,7 @@ def _cut_layer(xy, ln, off, za, zb, theta, half_side, tol, rtol):
                 lo, hi, snapped = _span(cur, a, m, c0, cu, cv, vals)
                 n_snapped += snapped
                 if not (np.isfinite(lo) and np.isfinite(hi)):
-                    return out_xy[:0], out_ln[:0], out_off[:1], out_par[:0], np.zeros((0, 2)), np.ones(0, np.bool_), \
-                        n_snapped, True
+                    return _overflowed(n_snapped)
                 if not (lo < 0 and hi > 0):
                     nxt[t: t + m] = cur[a: a + m]
                     nxt_ln[t: t + m] = cur_ln[a: a + m]

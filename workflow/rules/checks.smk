@@ -148,7 +148,7 @@ def unwritable_data_dir():
         return None
     return (f"warning: the data folder {DATA} cannot be written here, and a job that fetches a dataset records "
             f"what it found in {fetched}/: if this run needs one, copy the data folder to a folder DIR you can "
-            "write (`cp -r " + DATA + " DIR`) and give that as data_dir (`--config data_dir=DIR`, last).")
+            f"write (`cp -r {DATA} DIR`) and give that as data_dir (`--config data_dir=DIR`, last).")
 
 
 def writable(folder: Path) -> bool:
@@ -220,8 +220,8 @@ def job_instruction():
 
 if workflow.is_main_process and runs_jobs(sys.argv[1:]):
     sweep_damaged()  # before the DAG is built: what it moves aside, this run rebuilds
-    if unwritable_data_dir():
-        print(unwritable_data_dir(), file=sys.stderr)
+    if warning := unwritable_data_dir():
+        print(warning, file=sys.stderr)
 
 
 def machine_mb():
