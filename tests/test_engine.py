@@ -8,13 +8,14 @@ weight in float32, ``FP64`` in float64.
 """
 
 import copy
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from reluinit import engine, models
+from reluinit import engine, inits, models
 from reluinit.ensemble import run_together
 from reluinit.pruning import apply_masks
 from reluinit.training import DeviceData, Recipe, cross_entropy, fit, run_loss
@@ -33,7 +34,7 @@ def _data(shape, n=9 * 16 + 5, dtype=torch.float32):
 def _masked(model, density=0.5, seed=0):
     gen = torch.Generator().manual_seed(seed)
     masks = {f"{name}.weight": torch.rand(m.weight.shape, generator=gen) < density
-             for name, m in models.weight_layers(model)}
+             for name, m in inits.weight_layers(model)}
     return apply_masks(model, masks), masks
 
 
@@ -61,7 +62,7 @@ def _eager_and_compiled(model, shape, dtype=torch.float32, loss_fn=cross_entropy
 
 def _pruned_are_zero(model, masks) -> bool:
     weights = {f"{name}.weight": (m.parametrizations.weight.original if hasattr(m, "parametrizations") else m.weight)
-               for name, m in models.weight_layers(model)}
+               for name, m in inits.weight_layers(model)}
     return all(bool((weights[n][~mask] == 0).all()) for n, mask in masks.items())
 
 
@@ -156,6 +157,28 @@ def test_subnormals_are_flushed_on_every_thread_while_training_and_restored_afte
         assert bool((tiny @ ones == 0).all())
         assert bool((tiny * 1.0 == 0).all())
     assert bool((tiny @ ones != 0).all())
+
+
+def test_subnormals_are_flushed_on_torchs_pool_when_another_openmp_is_loaded_first():
+    """Packages vendor their own GNU OpenMP (scikit-learn's ``scikit_learn.libs/libgomp-<hash>.so``
+    sorts before ``torch/lib/libgomp.so.1``); setting the mode on that copy's threads left torch's
+    products subnormal (the test above failed after "Your own network"'s examples had loaded it)."""
+    import ctypes
+
+    torch_lib = Path(torch.__file__).parent / "lib"
+    others = sorted(p for p in torch_lib.parents[1].glob("*.libs/libgomp*.so*"))
+    if not others:
+        pytest.skip("no other package here ships its own libgomp")
+    ctypes.CDLL(str(others[0]))
+    engine._openmp.cache_clear()
+    try:
+        assert Path(engine._openmp()._name).parent == torch_lib
+        tiny, ones = torch.full((2048, 256), 1e-39), torch.ones(256, 256) / 256
+        with engine.flushed_denormals():
+            assert bool((tiny @ ones == 0).all())
+        assert bool((tiny @ ones != 0).all())
+    finally:
+        engine._openmp.cache_clear()
 
 
 def test_the_graphed_engine_runs_its_code_on_a_cpu_as_compiled():

@@ -60,7 +60,7 @@ def test_one_scheme_one_formula_for_an_mlp_and_any_torch_model():
     for scheme, kw in [("he", {}), ("glorot", {}), ("sigma", {"sigma_w": 1.5})]:
         net = sample_mlp([400, 300, 200], scheme if scheme != "sigma" else "gaussian", seed=0, **kw)
         model = inits.initialize(models.ffnn(400, 300, 1, 200, bias=False), scheme, seed=0, **kw)
-        for a, b in zip(net.weights, [m.weight for _, m in models.weight_layers(model)]):
+        for a, b in zip(net.weights, [m.weight for _, m in inits.weight_layers(model)]):
             assert math.isclose(float(a.std()), float(b.std()), rel_tol=0.02), scheme
     assert math.isclose(weight_std("he_fan_out", 100, 400), math.sqrt(2 / 400))
     assert math.isclose(weight_std("he_fan_out", 100, 400, readout=True), math.sqrt(2 / 100))

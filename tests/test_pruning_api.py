@@ -16,7 +16,7 @@ from torch.nn.utils import prune as torch_prune
 
 from conftest import synflow_by_hand
 from reluinit import pruning
-from reluinit.inits import initialize
+from reluinit.inits import initialize, weight_layers
 from reluinit.models import ResNet, VanillaCNN
 from reluinit.pruning import (
     applied_masks,
@@ -177,11 +177,11 @@ def test_masks_go_to_torch_prune_and_back_with_the_same_forward_pass():
 def test_prune_reads_masks_that_torch_prune_applied():
     model = _cnn()
     x, y = _batch()
-    layers = [m for _, m in pruning.weight_layers(model)]
+    layers = [m for _, m in weight_layers(model)]
     for m in layers:
         torch_prune.l1_unstructured(m, "weight", amount=0.5)
     theirs = from_torch_prune(model)
-    assert all(torch.equal(theirs[f"{n}.weight"], m.weight_mask.bool()) for n, m in pruning.weight_layers(model))
+    assert all(torch.equal(theirs[f"{n}.weight"], m.weight_mask.bool()) for n, m in weight_layers(model))
     masks = prune(model, "snip", 0.2, x=x, y=y)
     assert all(not (masks[n] & ~theirs[n]).any() for n in theirs)
     assert _kept(masks) == round(0.2 * sum(m.numel() for m in theirs.values()))

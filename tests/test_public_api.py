@@ -123,7 +123,7 @@ def test_snip_on_a_torchvision_resnet18_keeps_the_density_and_pruned_weights_sta
     zero, and the SBP-style rescaling gives each kept (unit, position) slice a unit sum of squares."""
     torchvision = pytest.importorskip("torchvision")
     from reluinit import pruning
-    from reluinit.models import weight_layers
+    from reluinit.inits import weight_layers
 
     model = torchvision.models.resnet18(num_classes=10)
     g = torch.Generator().manual_seed(0)

@@ -81,7 +81,7 @@ def test_the_subset_covers_every_combination_of_the_paper_dag_and_the_largest_mo
     chosen = smoke.subset(config)
     assert not smoke.uncovered(config, chosen)
     assert set(chosen) == set(plan.default_experiments(CONFIG, "paper"))
-    run_of = {exp: [r for k in keys for r in smoke._runs(catalogue.get(exp).parts(settings(config, exp, "smoke"))[k])]
+    run_of = {exp: [r for k in keys for r in plan.job_runs(catalogue.get(exp).parts(settings(config, exp, "smoke"))[k])]
               for exp, keys in chosen.items()}
     for exp in ("RP-T1", "RP-T2", "RP-T3"):
         assert "resnet104" in {r["model"] for r in run_of[exp]}

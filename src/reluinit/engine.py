@@ -12,6 +12,7 @@ import contextlib
 import ctypes
 import functools
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 
@@ -30,13 +31,16 @@ _depth = 0  # flushed_denormals contexts open (nested ones leave the mode to the
 
 @functools.cache  # the runtime a process has loaded does not change: /proc/self/maps read once
 def _openmp() -> ctypes.CDLL | None:
-    """The GNU OpenMP runtime torch runs its CPU threads on (Linux), or None."""
+    """The GNU OpenMP runtime torch runs its CPU threads on (Linux), or None. Other packages load
+    their own copies (scikit-learn's ``libgomp-<hash>.so``, for one, which sorts before it):
+    torch's own, in its ``lib`` folder, is tried first, so the mode is set on torch's pool."""
     try:
         with open("/proc/self/maps") as maps:
             paths = {line.split()[-1] for line in maps if "libgomp" in line and "/" in line}
     except OSError:
         return None
-    for path in sorted(paths):
+    torch_lib = os.path.join(os.path.dirname(torch.__file__), "lib") + os.sep
+    for path in sorted(paths, key=lambda p: (not p.startswith(torch_lib), p)):
         try:
             lib = ctypes.CDLL(path)
             parallel = lib.GOMP_parallel  # present in every libgomp since GCC 4.9

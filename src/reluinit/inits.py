@@ -16,7 +16,7 @@ and whether it is a readout (a last linear layer with no activation after it) or
 
 TG's sparse and discrete families, which also draw a mask, are ``sampling``'s. ``initialize``
 applies a scheme to any torch model's conv and linear layers; ``nets.sample_mlp`` draws an
-``MLP`` under one.
+``MLP`` under one. ``weight_layers`` names the layers a scheme draws (and a pruner prunes).
 """
 
 from __future__ import annotations
@@ -47,14 +47,29 @@ def weight_std(scheme: str, fan_in: int, fan_out: int, *, readout: bool = False,
     raise ValueError(f"unknown init {scheme!r}; known: {', '.join(SCHEMES)}")
 
 
+WEIGHT_LAYERS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
+
+
+def weight_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """The conv (1-, 2- and 3-D) and linear layers, in order: what is initialized by scheme and
+    what is pruned. A transposed convolution (its weight is ``[in, out, ...]``, so fan-in and
+    scores read it differently) raises a ``TypeError`` naming it, not left out unsaid."""
+    found = []
+    for n, m in model.named_modules():
+        if isinstance(m, nn.modules.conv._ConvTransposeNd):
+            raise TypeError(f"layer {n} ({type(m).__name__}): transposed convolutions are not supported; the "
+                            f"layers read are {', '.join(t.__name__ for t in WEIGHT_LAYERS)}")
+        if isinstance(m, WEIGHT_LAYERS):
+            found.append((n, m))
+    return found
+
+
 @torch.no_grad()
 def initialize(model: nn.Module, scheme: str = "he", sigma_w: float | None = None, sigma_b: float = 0.0,
                seed: int = 0) -> nn.Module:
-    """Every conv and linear layer of ``model`` (``models.weight_layers``) drawn under ``scheme``,
+    """Every conv and linear layer of ``model`` (``weight_layers``) drawn under ``scheme``,
     biases N(0, sigma_b^2) (0 under ``kaiming_fan_out``), in float64 from one CPU generator seeded
     with ``seed``, then cast into the layers. Batch norms keep torch's weight 1, bias 0."""
-    from .models import weight_layers  # models builds its nets with this function
-
     gen = torch.Generator().manual_seed(seed)
     for _, m in weight_layers(model):
         conv = m.weight.dim() > 2

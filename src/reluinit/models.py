@@ -219,23 +219,6 @@ def build(name: str, n_out: int, in_shape: tuple[int, ...], activation: str = "r
     raise ValueError(f"unknown model {name!r}")
 
 
-WEIGHT_LAYERS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
-
-
-def weight_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    """The conv (1-, 2- and 3-D) and linear layers, in order: what is initialized by scheme and
-    what is pruned. A transposed convolution (its weight is ``[in, out, ...]``, so fan-in and
-    scores read it differently) raises a ``TypeError`` naming it, not left out unsaid."""
-    found = []
-    for n, m in model.named_modules():
-        if isinstance(m, nn.modules.conv._ConvTransposeNd):
-            raise TypeError(f"layer {n} ({type(m).__name__}): transposed convolutions are not supported; the "
-                            f"layers read are {', '.join(t.__name__ for t in WEIGHT_LAYERS)}")
-        if isinstance(m, WEIGHT_LAYERS):
-            found.append((n, m))
-    return found
-
-
 # --- EP's nets: conv net variants, trajectory regularization -------------------------------------
 
 NORMS = (nn.BatchNorm2d, nn.BatchNorm1d)

@@ -1,7 +1,7 @@
 """Pruning at initialization (RP): scores, global masks, masks that stay applied, and what a mask
 does to a net (per-layer sparsity, layer collapse, critical sparsity).
 
-Every pruner is global over the weights of conv and linear layers (``models.weight_layers``) unless
+Every pruner is global over the weights of conv and linear layers (``inits.weight_layers``) unless
 ``prune`` is asked for a per-layer scope; biases and normalisation parameters are never pruned. A
 pruner returns one boolean mask per pruned weight (``{"<module>.weight": mask}``) keeping exactly
 ``round(density * N)`` weights.
@@ -39,7 +39,8 @@ from torch import nn
 from torch.func import functional_call
 from torch.nn.utils import parametrize
 
-from .models import pruning_view, weight_layers
+from .inits import weight_layers
+from .models import pruning_view
 from .nets import MLP, tf32
 
 Masks = dict[str, torch.Tensor]

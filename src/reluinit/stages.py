@@ -15,7 +15,8 @@ import math
 import torch
 from torch import nn
 
-from .models import NORMS, TrajReg, weight_layers
+from .inits import weight_layers
+from .models import NORMS, TrajReg
 from .nets import MLP
 from .training import evaluate
 from .trajectories import Arc, module_lengths

@@ -43,32 +43,10 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .common import COLUMNS, REPORT
+
 log = logging.getLogger("reluinit.gpucheck")
 
-# Columns of every table the check writes (a test checks each file against them).
-COLUMNS = {
-    "facts": ["fact", "value"],
-    "agreement": ["check", "item", "device_value", "cpu_value", "difference", "criterion", "passes", "note"],
-    "throughput": ["family", "model", "dataset", "recipe", "experiments", "module", "parameters", "batch_size",
-                   "precision", "channels_last", "augment", "engine", "steps_timed", "steps_per_s", "images_per_s",
-                   "seconds_per_step", "eval_seconds_per_image", "train_images", "steps_per_epoch",
-                   "seconds_per_epoch", "epochs", "projected_hours", "declared_hours", "baseline_workers",
-                   "baseline_steps_per_s", "engine_gain", "status", "device"],
-    "engines": ["family", "engine", "k", "depth", "batch_size", "precision", "steps_timed", "repeats",
-                "seconds_per_step", "spread", "kernel_seconds_per_step", "run_steps_per_s", "gain_over_eager",
-                "compile_seconds", "max_rel_difference_vs_eager", "status", "device"],
-    "ensembles": ["nets", "k", "steps", "alone_s", "stacked_s", "ratio", "training_ratio", "stacked_run_steps_per_s",
-                  "stacked_train_run_steps_per_s", "products_run_steps_per_s", "share_of_products",
-                  "max_rel_difference", "max_rel_difference_float64", "differ_by", "device"],
-    "packing": ["processes", "process", "steps_timed", "steps_per_s", "memory_mb", "aggregate_steps_per_s",
-                "gain_over_one", "device"],
-    "reference-check": ["experiment", "cell", "net", "quantity", "layer", "device_value", "reference_value",
-                        "relative_difference", "tolerance", "within", "device_seconds_per_net",
-                        "reference_seconds_per_net", "points", "note"],
-    "gpu-cost": ["model", "dataset", "recipe", "experiments", "batch_size", "precision", "seconds_per_step",
-                 "eval_seconds_per_image", "device"],
-}
-REPORT = "gpu-report.md"
 
 
 @dataclass

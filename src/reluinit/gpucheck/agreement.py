@@ -30,6 +30,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .common import generated
+
 TRAJECTORY_RTOL = 1e-9
 NEAR_TIE_RTOL = 1e-3
 DENSITY = 0.05
@@ -150,20 +152,6 @@ def _mask_row(item: str, cpu_scores: dict, dev_scores: dict, depth: int, n_image
                 f"ResNet{depth} doubled, density {DENSITY}, {n_images} images: {int(differ.sum())} of "
                 f"{len(flat_cpu):,} masks differ; {ties} other weights share the threshold's score exactly, "
                 f"{int(near.sum())} lie within {NEAR_TIE_RTOL:g} of it; median relative score difference {score_rel:.2g}")
-
-
-def generated(n: int, dev, shape, learnable: bool = False, seed: int = 3):
-    """``n`` generated images and labels on ``dev``; ``learnable``: each class adds its own colour
-    (a constant per channel) to the noise, which the net's global pooling sees at once, so that a
-    few steps lower the loss."""
-    from ..training import DeviceData
-
-    gen = torch.Generator().manual_seed(seed)
-    y = torch.arange(n) % 10
-    x = torch.randn(n, *shape, generator=gen)
-    if learnable:
-        x = x + 2 * torch.randn(10, shape[0], 1, 1, generator=torch.Generator().manual_seed(99))[y]
-    return DeviceData(x, y, dev, channels_last=True)
 
 
 def _state(model) -> dict:

@@ -42,7 +42,7 @@ def run(check) -> pd.DataFrame:
             logging.getLogger(__name__).exception("%s failed", cell.__name__)
             frames.append(pd.DataFrame([{"experiment": cell.__name__.upper().replace("_", "-"), "cell": "",
                                          "note": f"failed: {type(e).__name__}: {e}"}]))
-    from . import COLUMNS
+    from .common import COLUMNS
 
     table = pd.concat(frames, ignore_index=True)
     promised = COLUMNS["reference-check"]

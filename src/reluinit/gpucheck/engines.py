@@ -22,7 +22,7 @@ import time
 import pandas as pd
 import torch
 
-from . import COLUMNS
+from .common import COLUMNS
 
 
 def families(tiny: bool) -> list[dict]:
@@ -47,8 +47,8 @@ def families(tiny: bool) -> list[dict]:
 
 
 def _model(f: dict, seed: int, device):
-    from ..inits import initialize
-    from ..models import build, weight_layers
+    from ..inits import initialize, weight_layers
+    from ..models import build
     from ..pruning import apply_masks
 
     kw = {} if f["width"] is None else dict(width=f["width"], depth=f["depth"])
@@ -106,9 +106,9 @@ def _kernel_seconds(fn, steps: int, device) -> float:
 def rows(device, tiny: bool, steps: int, warm: int, repeats: int, families_of=None, only=None):
     """One row per (family, engine), each as it is measured (only the engines of ``only``, when given)."""
     from ..engine import flushed_denormals
-    from ..gpucheck.throughput import sync
     from ..nets import tf32
     from ..training import DeviceData, Recipe
+    from .common import sync
 
     device = torch.device(device)
     for f in families_of or families(tiny):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import REPORT
+from .common import REPORT
 
 
 def _read(out: Path, name: str) -> pd.DataFrame | None:

@@ -38,6 +38,8 @@ from unittest import mock
 import pandas as pd
 import torch
 
+from .common import generated, sync
+
 log = logging.getLogger(__name__)
 
 LR_SPEC_PREFIX = "train "
@@ -155,11 +157,6 @@ def capture(family: Family) -> dict:
 
 
 # --- timing --------------------------------------------------------------------------------------
-
-
-def sync(device) -> None:
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def resized(data, n: int):
@@ -344,7 +341,6 @@ def _pack_worker(device: str, tiny: bool, barrier, results, index: int) -> None:
     from ..models import ResNet
     from ..tools.memory import peak_rss_bytes
     from ..training import Recipe, fit
-    from .agreement import generated
 
     dev = torch.device(device)
     if dev.type == "cpu":

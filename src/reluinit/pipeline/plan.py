@@ -410,19 +410,58 @@ def cost_run(path: str | Path) -> str:
     return f"{facts['device_name']}, {date.group(0)}" if date else str(facts["device_name"])
 
 
+# --- the (experiment, model, dataset) combinations of the paper's DAG -----------------------------
+
+NO_MODEL, NO_DATASET = "its own net", "random inputs"
+
+
+def job_runs(kwargs: dict) -> list[dict]:
+    """The runs of one job's part (a part of several runs lists them under ``runs``)."""
+    return list(kwargs["runs"].values()) if "runs" in kwargs else [kwargs]
+
+
+def combos(config: dict, exp: str, key: str, scale: str) -> set[tuple[str, str, str]]:
+    """The (experiment, model, dataset) triples of one job, and those of the `train_<spec>` jobs it reads
+    (as ``("train <spec>", arch, dataset)``)."""
+    s = settings(config, exp, scale)
+    return part_combos(exp, s, catalogue.get(exp).parts(s)[key], key)
+
+
+def part_combos(exp: str, s: dict, kwargs: dict, key: str) -> set[tuple[str, str, str]]:
+    """``combos`` of one part, given its settings ``s`` and its keyword arguments ``kwargs``."""
+    e = catalogue.get(exp)
+    out = set()
+    for run in job_runs(kwargs):
+        model = run.get("model") or run.get("arch") or s.get("model") or NO_MODEL
+        dataset = run.get("dataset") or s.get("dataset") or s.get("train", {}).get("dataset") or NO_DATASET
+        out.add((exp, str(model), dataset))
+    for spec, arch, _ in e.trained(s, key):
+        out.add((f"train {spec}", arch, s["train"]["dataset"]))
+    return out
+
+
+def paper_combos(config: dict, scale: str = "paper") -> set[tuple[str, str, str]]:
+    """Every combination the DAG of `all` has at ``scale``."""
+    out = set()
+    for exp in default_experiments(config, scale):
+        s = settings(config, exp, scale)
+        for key, kwargs in catalogue.get(exp).parts(s).items():
+            out |= part_combos(exp, s, kwargs, key)
+    return out
+
+
 def rp_tables_markdown(config: dict, root: Path, cost_path: str = DOCS_COST) -> str:
     """The cluster page's block on RP's GPU tables: one command per table (and one for all), then
     per id its data, models, training jobs, declared and measured GPU-hours and longest job; then
     what each job asks for and the claims each table answers (``reference/paper/claims.csv``).
     Seven narrow columns: the content column holds no more at 1400 px."""
     from ..datasets import SHAPES
-    from . import smoke
 
     table = jobs(config, "paper", RP_GPU_TABLES, cost=read_cost(root / cost_path))
     bill = price(table, RP_GPU_TABLES)
-    combos = smoke.paper_combos(config)
+    found = paper_combos(config)
     claims = pd.read_csv(root / "reference" / "paper" / "claims.csv")["table"].value_counts()
-    data = {e: list(dict.fromkeys(SHAPES[d][4] for _, _, d in sorted(c for c in combos if c[0] == e)))
+    data = {e: list(dict.fromkeys(SHAPES[d][4] for _, _, d in sorted(c for c in found if c[0] == e)))
             for e in RP_GPU_TABLES}
     width = max(len(paths.target(e)) for e in RP_GPU_TABLES)
     commands = [f"snakemake {paths.target(e):<{width}} --profile profiles/slurm   # {', '.join(data[e])}"
@@ -431,7 +470,7 @@ def rp_tables_markdown(config: dict, root: Path, cost_path: str = DOCS_COST) -> 
              "| table | data | models | training jobs | GPU-h declared | GPU-h measured | longest job |",
              "|---|---|---|---|---|---|---|"]
     for exp, row in bill.iterrows():
-        models = sorted({m for e, m, _ in combos if e == exp}, key=lambda m: (m.rstrip("0123456789x"), len(m), m))
+        models = sorted({m for e, m, _ in found if e == exp}, key=lambda m: (m.rstrip("0123456789x"), len(m), m))
         lines.append(f"| {exp} | {', '.join(data[exp])} | {_models(models)} | {int(row['training_jobs']):,} | "
                      f"{fmt_hours(row['gpu_hours'])} | {fmt_hours(row['gpu_hours_measured'])} | "
                      f"{fmt_hours(row['longest_h'])} h |")

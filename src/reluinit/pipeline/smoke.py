@@ -18,47 +18,22 @@ import pandas as pd
 from .. import datasets
 from . import catalogue, paths
 from .config import settings
-from .plan import MEASURE, TRAIN, default_experiments, prune_resources, train_resources
-
-NO_MODEL, NO_DATASET = "its own net", "random inputs"
+from .plan import (
+    MEASURE,
+    TRAIN,
+    combos,
+    default_experiments,
+    job_runs,
+    paper_combos,
+    part_combos,
+    prune_resources,
+    train_resources,
+)
 
 # Host bytes a paper-scale job holds per pixel of a dataset it loads, at the peak of loading: the
 # uint8 source (1), its float32 conversion (4), the [0, 1] scaling (4) and the contiguous copy (4).
 # A GPU job's normalised device copy lives in GPU memory, not in the host's max_rss.
 HOST_BYTES_PER_PIXEL = 13
-
-
-def _runs(kwargs: dict) -> list[dict]:
-    return list(kwargs["runs"].values()) if "runs" in kwargs else [kwargs]
-
-
-def combos(config: dict, exp: str, key: str, scale: str) -> set[tuple[str, str, str]]:
-    """The (experiment, model, dataset) triples of one job, and those of the `train_<spec>` jobs it reads
-    (as ``("train <spec>", arch, dataset)``)."""
-    s = settings(config, exp, scale)
-    return _combos(exp, s, catalogue.get(exp).parts(s)[key], key)
-
-
-def _combos(exp: str, s: dict, kwargs: dict, key: str) -> set[tuple[str, str, str]]:
-    e = catalogue.get(exp)
-    out = set()
-    for run in _runs(kwargs):
-        model = run.get("model") or run.get("arch") or s.get("model") or NO_MODEL
-        dataset = run.get("dataset") or s.get("dataset") or s.get("train", {}).get("dataset") or NO_DATASET
-        out.add((exp, str(model), dataset))
-    for spec, arch, _ in e.trained(s, key):
-        out.add((f"train {spec}", arch, s["train"]["dataset"]))
-    return out
-
-
-def paper_combos(config: dict, scale: str = "paper") -> set[tuple[str, str, str]]:
-    """Every combination the DAG of `all` has at ``scale``."""
-    out = set()
-    for exp in default_experiments(config, scale):
-        s = settings(config, exp, scale)
-        for key, kwargs in catalogue.get(exp).parts(s).items():
-            out |= _combos(exp, s, kwargs, key)
-    return out
 
 
 def subset(config: dict, scale: str = "smoke") -> dict[str, list[str]]:
@@ -71,7 +46,7 @@ def subset(config: dict, scale: str = "smoke") -> dict[str, list[str]]:
         keys = list(parts)
         by_combo: dict = {}
         for key in keys if e.trains else reversed(keys):  # the last (training) or first (random nets) wins
-            for c in _combos(exp, s, parts[key], key):
+            for c in part_combos(exp, s, parts[key], key):
                 if c[0] == exp:
                     by_combo[c] = key
         chosen[exp] = sorted(set(by_combo.values()), key=keys.index)
@@ -113,7 +88,7 @@ def job_datasets(config: dict, exp: str, key: str) -> set[str]:
     """The datasets a paper-scale job loads (counted whole, train and test): its runs' own, else its
     experiment's."""
     s = settings(config, exp, "paper")
-    names = {run["dataset"] for run in _runs(catalogue.get(exp).parts(s)[key]) if "dataset" in run}
+    names = {run["dataset"] for run in job_runs(catalogue.get(exp).parts(s)[key]) if "dataset" in run}
     names = names or {s[k] for k in ("dataset",) if k in s} | set(s.get("datasets", []))
     if "train" in s:
         names.add(s["train"]["dataset"])
@@ -181,7 +156,7 @@ def cost_table(config: dict, chosen: dict[str, list[str]], results: str) -> pd.D
             recipe = s.get("recipes_by_dataset", {}).get(dataset, s["recipe"])
             rows.append(dict(experiment=exp, model=" ".join(sorted({c[1] for c in mine})),
                              dataset=" ".join(sorted({c[2] for c in mine})), batch_size=recipe["batch_size"],
-                             runs=len(_runs(catalogue.get(exp).parts(s)[key])), steps=int(steps),
+                             runs=len(job_runs(catalogue.get(exp).parts(s)[key])), steps=int(steps),
                              seconds=float(epochs["train_seconds"].sum()), device="cpu", scale="smoke"))
     table = pd.DataFrame(rows)
     table["seconds_per_step"] = table["seconds"] / table["steps"]
