@@ -130,6 +130,27 @@ def test_a_stack_trains_each_run_as_it_trains_alone(family):
     assert _differences(alone, together) <= (1e-12 if float64 else 1e-5)
 
 
+def test_a_stacked_leaky_relu_net_trains_at_its_own_slope_as_it_does_alone():
+    """A leaky ReLU of slope 0.2 (``MLP.negative_slope``, not torch's 0.01) trains stacked as alone,
+    in float64 where the two agree to rounding; nets of another slope do not share its stack."""
+    recipe = Recipe(optimizer="sgd", lr=0.1, momentum=0.0, batch_size=32, epochs=3, schedule="step")
+
+    def one(i, slope=0.2):
+        model = build("ffnn", 10, (1, 8, 8), "leaky_relu", width=16, depth=4)
+        model.negative_slope = slope
+        initialize(model, "sigma", sigma_w=1.4, sigma_b=0.01, seed=i + 1)
+        model.double()
+        return model, fit(model, TRAIN64, TEST64, recipe, seed=i + 1), None
+
+    runs = [0, 1, 2]
+    alone = [one(i) for i in runs]
+    together = run_together(runs, one, always=True)
+    assert together[0][1].final["step"] >= 100
+    assert _differences(alone, together) <= 1e-12
+    calls = _record(one, runs) + _record(lambda i: one(i, slope=0.01), runs)
+    assert len({signature(c) for c in calls}) == 2
+
+
 def test_the_stacks_of_a_deep_tanh_net_agree_in_float64():
     """Where fp32 rounding grows through depth, float64 shows the stack computes the same thing."""
     runs, one = _job("RP-F3", float64=True)

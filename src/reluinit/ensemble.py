@@ -40,7 +40,7 @@ from torch import nn
 
 from . import integrity
 from .engine import Engine, flushed_denormals, loss_precision, mode_for
-from .nets import ACTIVATIONS, MLP, tf32
+from .nets import MLP, tf32
 from .training import (
     FitCall,
     Run,
@@ -96,7 +96,8 @@ def signature(call: FitCall) -> tuple:
 
 def _structure(model: nn.Module) -> str:
     """The modules and their settings (activations, padding, ...), without the weights."""
-    return repr(model) + (f" {model.activation} {model.readout}" if isinstance(model, MLP) else "")
+    return repr(model) + (f" {model.activation} {model.negative_slope} {model.readout}" if isinstance(model, MLP)
+                          else "")
 
 
 # --- the stack --------------------------------------------------------------------------------------
@@ -237,7 +238,6 @@ def _forward(model: nn.Module):
 
 
 def _mlp_forward(model: MLP):
-    act = _IN_PLACE.get(model.activation, ACTIVATIONS[model.activation])
     layers, masked = [], {}
     for i, layer in enumerate(model.layers):
         pruned = hasattr(layer, "parametrizations")
@@ -256,15 +256,10 @@ def _mlp_forward(model: MLP):
             a = torch.bmm(h, w) if bias is None else torch.baddbmm(values[bias][:, None], h, w)
             if model.readout and i == last:
                 return a
-            h = act(a)
+            h = model.act(a, inplace=True)  # the net's own activation, at its own slope
         return h
 
     return forward, frozenset(n for weight, _ in layers for n in (weight, masked.get(weight)) if n), masked
-
-
-# Activations applied in place on a product's output (no second tensor per layer; the product's
-# backward does not read its output, the activation's reads its own).
-_IN_PLACE = {"relu": torch.relu_, "tanh": torch.tanh_}
 
 
 # --- training ---------------------------------------------------------------------------------------

@@ -47,6 +47,11 @@ def tf32(enabled: bool):
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
 
 
+# Activations torch computes in place on a product's output (no second tensor per layer: the
+# product's backward does not read its output, the activation's reads its own).
+_IN_PLACE = {"relu": torch.relu_, "tanh": torch.tanh_}
+
+
 class MLP(nn.Module):
     """A fully connected net: ``h_l = act(W_l h_{l-1} + b_l)``, the readout (if any) linear.
 
@@ -68,10 +73,14 @@ class MLP(nn.Module):
         self.activation, self.readout, self.negative_slope = activation, readout, float(negative_slope)
         self.layers = nn.ModuleList(_linear(w, b) for w, b in zip(weights, biases))
 
-    def act(self, z: torch.Tensor) -> torch.Tensor:
-        """The net's activation (a leaky ReLU at its own slope)."""
-        if self.activation == "leaky_relu" and self.negative_slope != 0.01:
-            return torch.nn.functional.leaky_relu(z, self.negative_slope)
+    def act(self, z: torch.Tensor, inplace: bool = False) -> torch.Tensor:
+        """The net's activation (a leaky ReLU at its own slope). ``inplace``: overwrite ``z`` where
+        torch can and its backward allows (a product's output that nothing else reads, as in a
+        stack of nets, ``ensemble``); the values are the same either way."""
+        if self.activation == "leaky_relu":
+            return torch.nn.functional.leaky_relu(z, self.negative_slope, inplace=inplace and self.negative_slope > 0)
+        if inplace and self.activation in _IN_PLACE:
+            return _IN_PLACE[self.activation](z)
         return ACTIVATIONS[self.activation](z)
 
     @classmethod
