@@ -323,8 +323,7 @@ def _train(members: list[_Member], n_epochs: int, steps_per_epoch: int, mode: st
         lr = recipe.lr_at(epoch, n_epochs)
         stack.set_lr(lr)
         k = len(members)
-        # each run's epoch order from its own generator, as ``DeviceData.batches`` draws it
-        orders = torch.stack([torch.randperm(len(train), generator=m.gen, device=device) for m in members])
+        orders = torch.stack([train.order(m.gen) for m in members])  # each run's own, as ``DeviceData.batches``
         loss_sum = torch.zeros(k, device=device)
         correct = torch.zeros(k, device=device, dtype=torch.long)
         finite = torch.ones(k, device=device, dtype=torch.bool)
@@ -335,10 +334,7 @@ def _train(members: list[_Member], n_epochs: int, steps_per_epoch: int, mode: st
             idx = orders[:, start:start + recipe.batch_size]
             xb, yb = train.take(idx)
             if recipe.augment and xb.dim() == 5:
-                from .training import _crop_flip
-
-                xb = torch.stack([_crop_flip(xb[i], m.gen, recipe.crop_pad, train.black)
-                                  for i, m in enumerate(stack.members)])
+                xb = torch.stack([train.augment(xb[i], m.gen, recipe.crop_pad) for i, m in enumerate(stack.members)])
             losses, right = stack.step(xb, yb)
             epoch_step += 1
             seen += yb.shape[1]

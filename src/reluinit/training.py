@@ -188,13 +188,21 @@ class DeviceData:
         """Shuffled batches for one epoch; with ``augment``, each image is shifted by a random crop of
         its version padded with black (``pad`` pixels of ``self.black``) and flipped left-right with
         probability 1/2."""
-        n = len(self)
-        order = torch.randperm(n, generator=gen, device=self.device)
-        for idx in order.split(batch_size):
+        for idx in self.order(gen).split(batch_size):
             xb, yb = self.take(idx)
             if augment and xb.dim() == 4:
-                xb = _crop_flip(xb, gen, pad, self.black)
+                xb = self.augment(xb, gen, pad)
             yield self._fmt(xb), yb
+
+    def order(self, gen: torch.Generator) -> torch.Tensor:
+        """One epoch's order of the examples, drawn from ``gen`` (a run's own generator): what
+        ``batches`` and a stack of runs (``ensemble``, one order per run) both take."""
+        return torch.randperm(len(self), generator=gen, device=self.device)
+
+    def augment(self, xb: torch.Tensor, gen: torch.Generator, pad: int = 4) -> torch.Tensor:
+        """``xb`` ([B, C, H, W]) cropped and flipped at random from ``gen`` (``_crop_flip``),
+        padded with this data's black."""
+        return _crop_flip(xb, gen, pad, self.black)
 
     def take(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The examples at ``idx`` (any shape: ``[B]``, or ``[K, B]`` for K runs' batches at once),
