@@ -160,3 +160,27 @@ def test_connected_tells_a_cut_net_from_one_with_a_path_around_an_emptied_layer(
     assert (not torch.allclose(a, b)) is joined
     said = collapse(masks, joined)
     assert said == "" if not emptied else ("it can learn" in said) is joined
+
+
+def test_the_committed_mask_audit_covers_every_cell_of_the_gpu_tables_at_the_papers_sizes():
+    """``reference/paper/RP/mask-audit.csv.gz`` holds exactly the cells the paper scale trains in
+    RP-T1, T2, T3, T5 and T9 (``mask_audit.nets``, which prunes nothing); every MBP cell keeps
+    classifier weights; no cell of a data-free pruner (its masks are a cluster job's) leaves its net
+    at chance. Fails when the config gains a cell the audit has not pruned."""
+    from conftest import ROOT
+    from reluinit.pipeline.config import read_yaml
+
+    key = ["table", "dataset", "model", "activation", "method", "sparsity"]
+    config = read_yaml(ROOT / "config.yaml")
+    wanted = {(table, run["dataset"], run["model"], run["activation"], run["method"], round(float(sp), 6))
+              for table, _, run, sparsities in mask_audit.nets(config, list(mask_audit.TABLES), "paper")
+              for sp in sparsities}
+    audit = pd.read_csv(ROOT / "reference" / "paper" / "RP" / "mask-audit.csv.gz", keep_default_na=False,
+                        na_values=[""])
+    cells = audit.drop_duplicates(key)
+    have = {(*row[:5], round(float(row[5]), 6)) for row in cells[key].itertuples(index=False)}
+    assert len(wanted) == 242 and have == wanted
+    mbp = cells[cells["method"] == "mbp"]
+    assert len(mbp) == 18 and (mbp["classifier_kept"] > 0).all()
+    data_free = cells[cells["pruner"].isin(mask_audit.DATA_FREE)]
+    assert len(data_free) == 69 and not data_free["at_chance"].astype(str).eq("True").any()
