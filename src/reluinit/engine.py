@@ -1,9 +1,9 @@
 """How a training step runs on the hardware: the one step body every engine calls, the engines
 (eager, stacked, compiled, graphed) as values decided once, and the CPU's floating-point mode.
 
-``training.fit`` trains one run and ``ensemble`` a stack of runs; both call ``step`` for every
-optimizer step, through the ``Engine`` a run was given. Per-epoch work (learning rate,
-evaluation, checkpoint, deadline) stays with them.
+``training.train`` trains runs alone or stacked (``ensemble.Stack``); either way it calls ``step``
+for every optimizer step, through the ``Engine`` decided once for them. Per-epoch work (learning
+rate, evaluation, checkpoint, deadline) stays with its epoch loop.
 """
 
 from __future__ import annotations
@@ -123,6 +123,17 @@ def loss_precision(logits: torch.Tensor) -> torch.Tensor:
     """``logits`` in the type a loss is computed in: float32 for half-precision logits (autocast's
     bf16), their own type for float32 and float64 (a float64 run's loss is not rounded to float32)."""
     return logits.to(torch.promote_types(logits.dtype, torch.float32))
+
+
+def run_loss(forward: Callable, loss_fn: Callable, autocast: torch.dtype | None) -> LossFn:
+    """``loss_fn(forward, xb, yb)`` as ``step`` takes a loss, ``(xb, yb) -> (loss, logits)``, under
+    the recipe's autocast (``autocast``: its dtype, None for none); ``forward`` a model, or a stack
+    of runs (``ensemble.Stack``)."""
+    def loss(xb: torch.Tensor, yb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.autocast(xb.device.type, dtype=autocast or torch.float32, enabled=autocast is not None):
+            return loss_fn(forward, xb, yb)
+
+    return loss
 
 
 # --- engines --------------------------------------------------------------------------------------

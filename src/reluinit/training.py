@@ -1,20 +1,22 @@
-"""Training: one engine (``fit``) for every experiment that trains (LR's nets too:
-``experiments.lr_train``).
+"""Training: one trainer for every experiment that trains (LR's nets too: ``experiments.lr_train``).
 
-``fit`` trains any ``nn.Module`` under a ``Recipe`` (SGD with momentum, weight decay and Nesterov,
-or Adam; step schedules) with the data resident on the device and augmented there (random crop
-with padding 4, horizontal flip), bf16 autocast and channels-last where asked, and no host
-synchronisation inside an epoch but an occasional divergence check. It writes a checkpoint every
-epoch (atomically; ``weights_only`` loadable) and resumes from it: a rerun after a kill gives the
-same final weights, bit for bit on the CPU, as a run that was never interrupted. A loss that turns
-NaN or inf stops the run, which is recorded as diverged at chance accuracy: a result, not a crash.
-Pruning masks stay applied (``pruning.apply_masks``) and travel in the checkpoint.
+A run is a value, ``RunSpec``: its net (built, initialized, masked), its data, its ``Recipe``
+(SGD with momentum, weight decay and Nesterov, or Adam; step schedules), seed, checkpoint and
+per-epoch hooks, and what its job makes of it once trained (``then``). ``train_runs`` takes a
+job's specs, a ``How`` (engine, stacking) and a ``Control`` (deadline, stops from outside) and
+trains them through one epoch loop, one at a time or stacked (``plan``; ``ensemble.Stack``);
+``fit`` is one run alone. Data stay resident on the device and are augmented there (random crop
+with padding 4, horizontal flip), with bf16 autocast and channels-last where asked, and no host
+synchronisation inside an epoch but an occasional divergence check. A run writes a checkpoint
+every epoch (atomically; ``weights_only`` loadable) and resumes from it: a rerun after a kill gives
+the same final weights, bit for bit on the CPU, as a run that was never interrupted. A loss that
+turns NaN or inf stops the run, which is recorded as diverged at chance accuracy: a result, not a
+crash. Pruning masks stay applied (``pruning.apply_masks``) and travel in the checkpoint.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import logging
 import math
 import time
@@ -28,8 +30,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import datasets, fingerprint, integrity
-from .engine import Engine, flushed_denormals, loss_precision, mode_for
-from .nets import tf32
+from .engine import Engine, flushed_denormals, loss_precision, mode_for, run_loss
+from .ensemble import Stack
+from .nets import MLP, tf32
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -181,22 +184,14 @@ class DeviceData:
     def __len__(self) -> int:
         return len(self.y)
 
-    def _fmt(self, xb: torch.Tensor) -> torch.Tensor:
+    def fmt(self, xb: torch.Tensor) -> torch.Tensor:
+        """A batch in the layout the model trains in (channels-last where asked)."""
         return xb.contiguous(memory_format=torch.channels_last) if self.channels_last else xb
 
-    def batches(self, batch_size: int, gen: torch.Generator, augment: bool = False, pad: int = 4):
-        """Shuffled batches for one epoch; with ``augment``, each image is shifted by a random crop of
-        its version padded with black (``pad`` pixels of ``self.black``) and flipped left-right with
-        probability 1/2."""
-        for idx in self.order(gen).split(batch_size):
-            xb, yb = self.take(idx)
-            if augment and xb.dim() == 4:
-                xb = self.augment(xb, gen, pad)
-            yield self._fmt(xb), yb
-
     def order(self, gen: torch.Generator) -> torch.Tensor:
-        """One epoch's order of the examples, drawn from ``gen`` (a run's own generator): what
-        ``batches`` and a stack of runs (``ensemble``, one order per run) both take."""
+        """One epoch's order of the examples, drawn from ``gen`` (a run's own generator, which then
+        draws the epoch's augmentation, batch by batch: ``augment``); the trainer's batches are its
+        slices (``take``), for a run alone and for each run of a stack."""
         return torch.randperm(len(self), generator=gen, device=self.device)
 
     def augment(self, xb: torch.Tensor, gen: torch.Generator, pad: int = 4) -> torch.Tensor:
@@ -219,7 +214,7 @@ class DeviceData:
     def eval_batches(self, batch_size: int, n: int | None = None):
         """The first ``n`` examples (all by default) in order, ``batch_size`` at a time."""
         for start in range(0, len(self) if n is None else n, batch_size):
-            yield self._fmt(self.x[start:start + batch_size]), self.y[start:start + batch_size]
+            yield self.fmt(self.x[start:start + batch_size]), self.y[start:start + batch_size]
 
 
 def _crop_flip(xb: torch.Tensor, gen: torch.Generator, pad: int, fill: torch.Tensor | None = None) -> torch.Tensor:
@@ -398,11 +393,14 @@ def as_checkpoint(checkpoint: Checkpoint | str | Path | None, **fingerprint) -> 
     return Checkpoint(checkpoint, fingerprint)
 
 
-def fit(model: nn.Module, train: DeviceData, test: DeviceData, recipe: Recipe, *, seed: int,
-        checkpoint: Checkpoint | str | Path | None = None, masks: dict | None = None,
-        on_epoch: Callable[[int, nn.Module], list[dict]] | None = None, loss_fn: LossFn = cross_entropy,
-        n_classes: int | None = None, stop_when: Callable[[dict], bool] | None = None) -> Run:
-    """Train ``model`` (already on ``train.device``, masks already applied) under ``recipe``.
+# --- a run as a value ----------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class RunSpec:
+    """One training run, as a value: the net (built, initialized, its masks applied and rescaled:
+    on ``train.device``), its data, its recipe and seed, where it keeps its checkpoint, and what is
+    measured during it. ``train`` trains a list of them, alone or stacked.
 
     Only parameters with ``requires_grad`` are optimised (freeze the rest to train one layer).
     ``on_epoch(epoch, model)`` runs at initialization (epoch 0) and after every epoch; its rows are
@@ -410,89 +408,432 @@ def fit(model: nn.Module, train: DeviceData, test: DeviceData, recipe: Recipe, *
     epoch and a run that finds one of its own (same fingerprint; a bare path is fingerprinted by
     ``seed`` and ``recipe``) resumes from it, or returns it unchanged when it had finished;
     ``masks`` are stored with it (the caller applies them, and keys the checkpoint by their digest,
-    before resuming). ``stop_when(row)`` ends training
-    after the first epoch whose row it accepts (TG-F6 trains until a test accuracy is reached).
-    """
-    checkpoint = as_checkpoint(checkpoint, seed=seed, recipe=asdict(recipe))
-    deferred = _DEFERRED.get()
-    if deferred is not None:  # ``ensemble.run_together``'s first pass: record the call, train nothing
-        deferred.append(FitCall(model, train, test, recipe, seed, checkpoint, masks, on_epoch, loss_fn, n_classes,
-                                stop_when))
-        raise Deferred
-    with tf32(recipe.precision == "tf32"), flushed_denormals(train.device.type == "cpu"):  # fp32 means fp32 on a GPU too (``Recipe``)
-        return _fit(model, train, test, recipe, seed, checkpoint, masks, on_epoch, loss_fn, n_classes, stop_when)
+    before resuming). ``stop_when(row)`` ends training after the first epoch whose row it accepts
+    (TG-F6 trains until a test accuracy is reached). ``stack``: whether it may train stacked with
+    others (a recipe's ``ensemble: false`` says no). ``then(run)``: what the job makes of the
+    trained run (its rows; ``result``), with ``model`` holding the trained weights."""
+
+    model: nn.Module
+    train: DeviceData
+    test: DeviceData
+    recipe: Recipe
+    seed: int
+    checkpoint: Checkpoint | str | Path | None = None
+    masks: dict | None = None
+    on_epoch: Callable[[int, nn.Module], list[dict]] | None = None
+    loss_fn: LossFn = cross_entropy
+    n_classes: int | None = None
+    stop_when: Callable[[dict], bool] | None = None
+    stack: bool = True
+    then: Callable[[Run], object] | None = None
+
+    def __post_init__(self):
+        self.checkpoint = as_checkpoint(self.checkpoint, seed=self.seed, recipe=asdict(self.recipe))
+
+    def result(self, run: Run):
+        """What the job makes of this spec's trained ``run``: ``then(run)``, or the run itself."""
+        return self.then(run) if self.then else run
 
 
-def _fit(model, train, test, recipe, seed, checkpoint, masks, on_epoch, loss_fn, n_classes, stop_when) -> Run:
-    device = train.device
-    n_classes = n_classes or int(train.y.max().item()) + 1
-    steps_per_epoch = math.ceil(len(train) / recipe.batch_size)
+def fit(model: nn.Module, train: DeviceData, test: DeviceData, recipe: Recipe, *, seed: int,
+        checkpoint: Checkpoint | str | Path | None = None, masks: dict | None = None,
+        on_epoch: Callable[[int, nn.Module], list[dict]] | None = None, loss_fn: LossFn = cross_entropy,
+        n_classes: int | None = None, stop_when: Callable[[dict], bool] | None = None,
+        control: Control | None = None) -> Run:
+    """Train ``model`` (already on ``train.device``, masks already applied) under ``recipe``: one
+    run alone (``train`` of one ``RunSpec``; its fields say what each argument does)."""
+    spec = RunSpec(model, train, test, recipe, seed, checkpoint, masks, on_epoch, loss_fn, n_classes, stop_when)
+    return train_runs([spec], How(stack="never"), control)[0]
+
+
+# --- how a job runs, and run control -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class How:
+    """How a job's runs train, decided here once: ``stack`` ``"auto"`` (runs that can stack and
+    whose nets repay it: ``plan``), ``"always"`` (every run that can, where it does not pay too: the
+    benchmark's comparison) or ``"never"``; ``engine`` the step's (``engine.MODES``), or None for
+    the one the recipe's ``compile`` asks for (``engine.mode_for``, once per group of runs). The
+    threads a job computes on are set once when it starts (``pipeline.jobs.start``)."""
+
+    stack: str = "auto"
+    engine: str | None = None
+
+    def __post_init__(self):
+        if self.stack not in ("auto", "always", "never"):
+            raise ValueError(f"How.stack must be 'auto', 'always' or 'never', not {self.stack!r}")
+
+
+class OutOfTime(RuntimeError):
+    """Raised at the end of an epoch past a ``Control``'s deadline, once that epoch's checkpoint is
+    written: called again, the run resumes from it (``reluinit.harvest``, on a machine lent for
+    minutes)."""
+
+
+class Control:
+    """What may stop training from outside, as a value the trainer receives: a ``deadline``
+    (``time.monotonic()``: a run with a checkpoint stops with ``OutOfTime`` after the first epoch
+    that ends at or past it with epochs still to go; a run without one trains to its end), and a
+    stop raised into it by a signal handler (``interrupt``), which waits while files that must
+    agree are being written (``uninterrupted``)."""
+
+    def __init__(self, deadline: float | None = None):
+        self.deadline = deadline
+        self._depth = 0
+        self._stop: BaseException | None = None
+
+    def check_deadline(self, saved_at) -> None:
+        """``OutOfTime`` if the deadline has come (called just after a checkpoint is saved)."""
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise OutOfTime(f"out of time: the run stopped after an epoch, its checkpoint {saved_at} resumes it")
+
+    def interrupt(self, stop: BaseException) -> None:
+        """Raise ``stop`` here, or, inside ``uninterrupted``, as its block ends: what a signal handler
+        calls to stop a run wherever it is without cutting a set of saves in two."""
+        if self._depth:
+            self._stop = stop
+            return
+        raise stop
+
+    def holding(self) -> bool:
+        """Whether ``interrupt`` would wait (inside ``uninterrupted``)."""
+        return self._depth > 0
+
+    @contextlib.contextmanager
+    def uninterrupted(self) -> Iterator[None]:
+        """Inside, ``interrupt`` waits for the block's end. A stack's runs save each epoch in one such
+        block: a stop between two of its saves would resume the runs at different epochs, in other
+        stacks, where they round differently (a run's place in a stack moves it between the vector
+        and the scalar path of the fused optimizer), so a resumed run would no longer be the run
+        that never stopped."""
+        self._depth += 1
+        try:
+            yield
+        finally:  # the outermost block takes the held stop; after the block's own error it is dropped
+            self._depth -= 1
+            stop = None if self._depth else self._stop
+            if stop is not None:
+                self._stop = None
+        if stop is not None:
+            raise stop
+
+
+# --- which runs stack ------------------------------------------------------------------------------------
+
+
+def stackable(spec: RunSpec) -> str | None:
+    """Why ``spec`` cannot train in a stack (None when it can)."""
+    if not spec.stack:
+        return "its recipe says `ensemble: false`"
+    if spec.loss_fn is not cross_entropy:
+        return "its loss is not plain cross-entropy"
+    if spec.recipe.channels_last:
+        return "channels-last"
+    if any(isinstance(m, nn.modules.batchnorm._NormBase) for m in spec.model.modules()):
+        return "batch norm keeps running statistics per run"
+    return None
+
+
+def pays(spec: RunSpec) -> bool:
+    """Whether stacking ``spec``'s net is worth it: a ``nets.MLP`` (batched products) on any device;
+    other nets (``vmap``: convolutions become grouped ones) on a GPU only, where a small net is
+    bound by launches. On the CPU a stack of three depth-10 ``cnn``s ran at 0.75x the rate of the
+    same runs one by one (2 cores: the convolutions already keep them busy)."""
+    return isinstance(spec.model, MLP) or spec.train.device.type != "cpu"
+
+
+def signature(spec: RunSpec) -> tuple:
+    """Runs with equal signatures stack: the same parameters and buffers (names, shapes, types,
+    which train), the same recipe, the same data objects and device."""
+    model = spec.model
+    params = tuple((n, tuple(p.shape), p.dtype, p.requires_grad) for n, p in model.named_parameters())
+    buffers = tuple((n, tuple(b.shape), b.dtype) for n, b in model.named_buffers())
+    return (type(model), _structure(model), params, buffers, repr(asdict(spec.recipe)), id(spec.train),
+            id(spec.test), spec.n_classes, str(spec.train.device))
+
+
+def _structure(model: nn.Module) -> str:
+    """The modules and their settings (activations, padding, ...), without the weights."""
+    return repr(model) + (f" {model.activation} {model.negative_slope} {model.readout}" if isinstance(model, MLP)
+                          else "")
+
+
+def plan(specs: list[RunSpec], how: How = How()) -> list[tuple[list[int], bool]]:
+    """Groups of ``specs`` as they train: ``(indices, stacked)``, the stacks first (two or more runs
+    of one ``signature`` that ``stackable`` allows and that ``pays``, or with ``how.stack ==
+    "always"`` any), then every other run alone, in order."""
+    groups: dict[tuple, list[int]] = {}
+    alone = []
+    for i, spec in enumerate(specs):
+        if how.stack != "never" and stackable(spec) is None:
+            groups.setdefault(signature(spec), []).append(i)
+        else:
+            alone.append(i)
+    stacks = []
+    for indices in groups.values():
+        if len(indices) > 1 and (how.stack == "always" or pays(specs[indices[0]])):
+            stacks.append((indices, True))
+        else:
+            alone += indices
+    return stacks + [([i], False) for i in sorted(alone)]
+
+
+# --- the trainer ---------------------------------------------------------------------------------------
+
+
+def train_runs(specs: list[RunSpec], how: How = How(), control: Control | None = None) -> list[Run]:
+    """Train ``specs`` (each resumed from its checkpoint where it has one) and return their runs, in
+    order: stacked where ``plan`` says, otherwise one by one, all through one epoch loop
+    (``_epochs``). ``control``: a deadline and stops from outside (a fresh one by default)."""
+    control = control or Control()
+    runs: list[Run | None] = [None] * len(specs)
+    for indices, stacked in plan(specs, how):
+        for i, run in zip(indices, _train_group([specs[i] for i in indices], stacked, how, control)):
+            runs[i] = run
+    return runs
+
+
+class _Member:
+    """One run as the trainer holds it: its spec, model, trainable parameters and optimizer (what its
+    checkpoint is written from), its data order's generator and its rows so far."""
+
+    def __init__(self, spec: RunSpec, index: int):
+        self.spec, self.index = spec, index
+        self.model = spec.model.to(memory_format=torch.channels_last) if spec.recipe.channels_last else spec.model
+        self.params = {n: p for n, p in self.model.named_parameters() if p.requires_grad}
+        self.opt = spec.recipe.optimizer_for(self.params.values())
+        self.gen = torch.Generator(device=spec.train.device).manual_seed(spec.seed)
+        self.run = Run()
+
+    @property
+    def position(self) -> tuple[int, int]:
+        return self.run.final["epoch"], self.run.final["step"]
+
+    def finished(self, n_epochs: int) -> bool:
+        return self.run.final["epoch"] >= n_epochs or stopped(self.run, self.spec.stop_when)
+
+    def start(self, n_epochs: int, engine: str) -> None:
+        """Resume from the checkpoint, or evaluate at initialization."""
+        c = self.spec
+        state = c.checkpoint.load(c.train.device) if c.checkpoint else None
+        if state is not None:
+            self.run = resume(self.model, self.opt, self.gen, state)
+            log.info("resumed from %s at epoch %d of %d", c.checkpoint.path, self.run.final["epoch"], n_epochs)
+        else:
+            self.run = at_init(self.model, c.test, c.recipe, c.loss_fn, c.on_epoch, engine)
+
+    def save(self) -> None:
+        """This run's state (``fit_state``), written to its checkpoint when it has one."""
+        c = self.spec
+        if c.checkpoint:
+            c.checkpoint.save(fit_state(self.model, self.opt, self.gen, self.run, c.masks, c.seed, c.recipe))
+
+    def diverge(self, epoch: int, step: int, lr: float, seconds: float, engine: str, who: str = "") -> None:
+        c = self.spec
+        diverged(self.run, epoch, step, lr, c.n_classes or int(c.train.y.max().item()) + 1, seconds, who=who,
+                 engine=engine)
+
+
+class _Alone:
+    """One run trained through the epoch loop on its model's own forward pass (what a ``Stack`` is
+    for several runs): its step, its batches and its per-epoch train loss."""
+
+    def __init__(self, members: list[_Member], recipe: Recipe, device: torch.device, engine_mode: str):
+        (m,) = self.members = members
+        self.step = Engine(engine_mode, run_loss(m.model, m.spec.loss_fn, recipe.autocast_dtype(device)), m.opt)
+
+    def set_lr(self, lr: float) -> None:
+        for group in self.members[0].opt.param_groups:
+            group["lr"] = lr * group.get("lr_scale", 1.0)
+
+    def write_back(self) -> None:
+        """Nothing: the run trains its own model."""
+
+    @staticmethod
+    def batch(data: DeviceData, orders: list[torch.Tensor], start: int, recipe: Recipe, members: list[_Member]):
+        xb, yb = data.take(orders[0][start:start + recipe.batch_size])
+        if recipe.augment and xb.dim() == 4:
+            xb = data.augment(xb, members[0].gen, recipe.crop_pad)
+        return data.fmt(xb), yb
+
+    @staticmethod
+    def mean_loss(loss_sum: torch.Tensor, i: int, seen: int) -> float:
+        return (loss_sum[i] / max(seen, 1)).item()  # divided in float32, as a run alone always has been
+
+
+class _Stacked(Stack):
+    """Several runs trained through the epoch loop as one ``ensemble.Stack``."""
+
+    @staticmethod
+    def batch(data: DeviceData, orders: list[torch.Tensor], start: int, recipe: Recipe, members: list[_Member]):
+        xb, yb = data.take(torch.stack(orders)[:, start:start + recipe.batch_size])
+        if recipe.augment and xb.dim() == 5:
+            xb = torch.stack([data.augment(xb[i], m.gen, recipe.crop_pad) for i, m in enumerate(members)])
+        return xb, yb
+
+    @staticmethod
+    def mean_loss(loss_sum: torch.Tensor, i: int, seen: int) -> float:
+        return float(loss_sum[i]) / max(seen, 1)
+
+
+def _train_group(specs: list[RunSpec], stacked: bool, how: How, control: Control) -> list[Run]:
+    """Train runs of one group of ``plan`` (one run alone, or runs that stack) to their ends; runs
+    resumed at different epochs train in separate stacks."""
+    first = specs[0]
+    recipe, data = first.recipe, first.train
+    device = data.device
+    steps_per_epoch = math.ceil(len(data) / recipe.batch_size)
     n_epochs = recipe.n_epochs(steps_per_epoch)
+    mode = how.engine or mode_for(recipe.compile, device, recipe.total_steps(steps_per_epoch))
+    label = f"stacked {mode}" if stacked else mode
+    members = [_Member(spec, i) for i, spec in enumerate(specs)]
+    for m in members:
+        keyed_by_engine(m.spec.checkpoint, mode)  # a compiled step's checkpoints name it
+    # a run alone starts (its evaluation at initialization) with subnormals flushed, a stack's runs
+    # before: as each always has, so that epoch 0's numbers stay the ones committed
+    with contextlib.nullcontext() if stacked else _precision(recipe, device):
+        for m in members:
+            m.start(n_epochs, label)
+    by_position: dict[tuple, list[_Member]] = {}
+    for m in members:
+        if not m.finished(n_epochs):
+            by_position.setdefault(m.position, []).append(m)
+    for group in by_position.values():
+        with _precision(recipe, device):
+            _epochs(group, stacked, n_epochs, steps_per_epoch, mode, label, control)
+    return [m.run for m in members]
+
+
+def _precision(recipe: Recipe, device: torch.device):
+    """The run's arithmetic: fp32 means fp32 on a GPU too (``Recipe``), subnormals flushed on a CPU."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(tf32(recipe.precision == "tf32"))
+    stack.enter_context(flushed_denormals(device.type == "cpu"))
+    return stack
+
+
+def _epochs(members: list[_Member], stacked: bool, n_epochs: int, steps_per_epoch: int, mode: str, label: str,
+            control: Control) -> None:
+    """The one epoch loop: train runs that stand at the same epoch and step, alone (one run) or as
+    one stack, until each is done; each epoch's checkpoints saved all or none."""
+    first = members[0].spec
+    recipe, data = first.recipe, first.train
+    device = data.device
     total_steps = recipe.total_steps(steps_per_epoch)
-    if recipe.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = recipe.optimizer_for(params)
-    gen = torch.Generator(device=device).manual_seed(seed)
     autocast = recipe.autocast_dtype(device)
-    run_step = Engine(mode_for(recipe.compile, device, total_steps), run_loss(model, loss_fn, autocast), opt)
-    keyed_by_engine(checkpoint, run_step.mode)
-
-    handed = _HANDED.get()
-    state = handed.pop(0) if handed else (checkpoint.load(device) if checkpoint else None)
-    if handed is not None and state is not None and state["seed"] != seed:
-        raise RuntimeError(f"a run of seed {state['seed']} was handed to fit(seed={seed}): the runs of a job "
-                           "must call fit in the same order twice (ensemble.run_together)")
-    if state is not None:
-        run = resume(model, opt, gen, state)
-        if handed is None:
-            log.info("resumed from %s at epoch %d of %d", checkpoint.path, run.final["epoch"], n_epochs)
-    else:
-        run = at_init(model, test, recipe, loss_fn, on_epoch, run_step.mode)
-
-    step = run.final["step"]
-    model.train()
-    for epoch in range(run.final["epoch"] + 1, n_epochs + 1):
-        if stopped(run, stop_when):
+    epoch0, step = members[0].position
+    for m in members:
+        m.model.train()
+    group = None
+    if stacked:
+        log.info("training %d runs as one stack (%s) from epoch %d of %d", len(members),
+                 type(first.model).__name__, epoch0, n_epochs)
+    for epoch in range(epoch0 + 1, n_epochs + 1):
+        members = in_epoch = [m for m in members if not m.finished(n_epochs)]
+        if not members:
             break
+        if group is None or group.members != members:
+            group = _Stacked(members, recipe, device, mode) if stacked else _Alone(members, recipe, device, mode)
         started = time.perf_counter()
         lr = recipe.lr_at(epoch, n_epochs)
-        for group in opt.param_groups:
-            group["lr"] = lr * group.get("lr_scale", 1.0)
-        loss_sum = torch.zeros((), device=device)
-        correct = torch.zeros((), device=device, dtype=torch.long)
-        seen, finite = 0, torch.ones((), device=device, dtype=torch.bool)
-        for xb, yb in train.batches(recipe.batch_size, gen, recipe.augment, recipe.crop_pad):
-            if step >= total_steps:
+        group.set_lr(lr)
+        k = len(members)
+        orders = [data.order(m.gen) for m in members]  # each run's own
+        loss_sum = torch.zeros(k, device=device)
+        correct = torch.zeros(k, device=device, dtype=torch.long)
+        finite = torch.ones(k, device=device, dtype=torch.bool)
+        seen, epoch_step = 0, step
+        for start in range(0, len(data), recipe.batch_size):
+            if epoch_step >= total_steps:
                 break
-            loss, right = run_step(xb, yb)
-            step += 1
-            seen += len(yb)
-            loss_sum += loss.float() * len(yb)
+            xb, yb = group.batch(data, orders, start, recipe, group.members)
+            losses, right = group.step(xb, yb)
+            epoch_step += 1
+            seen += yb.shape[-1]
+            loss_sum += losses.float() * yb.shape[-1]
             correct += right
-            finite &= torch.isfinite(loss)
-            if step % recipe.check_every == 0 and not finite.item():
-                break
-        if not finite.item():
-            diverged(run, epoch, step, lr, n_classes, time.perf_counter() - started, engine=run_step.mode)
-        else:
-            train_loss, train_acc = (loss_sum / max(seen, 1)).item(), correct.item() / max(seen, 1)
-            train_seconds = time.perf_counter() - started  # the steps alone (the .item() above synchronised)
-            test_loss, test_acc = evaluate(model, test, recipe.eval_batch_size, autocast, loss_fn, recipe.eval_examples)
-            run.history.append(_row(epoch, step, lr, train_loss, train_acc, test_loss, test_acc,
-                                    time.perf_counter() - started, train_seconds=train_seconds,
-                                    engine=run_step.mode))
-            run.measures += [dict(r, epoch=epoch) for r in (on_epoch(epoch, model) if on_epoch else [])]
-            log.info("epoch %d/%d (step %d, lr %.3g): train loss %.4f acc %.4f, test loss %.4f acc %.4f, %.1f s",
-                     epoch, n_epochs, step, lr, train_loss, train_acc, test_loss, test_acc, run.final["seconds"])
-        if checkpoint:
-            checkpoint.save(fit_state(model, opt, gen, run, masks, seed, recipe))
-            if epoch < n_epochs and not stopped(run, stop_when):
-                check_deadline(checkpoint.path)
-    return run
+            finite &= torch.isfinite(losses)
+            if epoch_step % recipe.check_every == 0 and not bool(finite.all()):
+                # the runs whose loss turned non-finite stop here; the rest go on
+                group, keep, orders, loss_sum, correct, finite = _drop_diverged(
+                    group, finite, orders, loss_sum, correct, epoch, epoch_step, lr, started, label, recipe, device,
+                    mode)
+                members, k = keep, len(keep)
+                if not members:
+                    break
+        step = epoch_step
+        if members:
+            group.write_back()
+            seconds_train = (time.perf_counter() - started) / k
+            for i, m in enumerate(group.members):
+                c = m.spec
+                if not bool(finite[i]):
+                    m.diverge(epoch, step, lr, seconds_train, label, _who(m, stacked))
+                    continue
+                evaluated = time.perf_counter()
+                test_loss, test_acc = evaluate(m.model, c.test, recipe.eval_batch_size, autocast, c.loss_fn,
+                                               recipe.eval_examples)
+                train_loss, train_acc = group.mean_loss(loss_sum, i, seen), int(correct[i]) / max(seen, 1)
+                # ``seconds`` with the run's evaluation, ``train_seconds`` its steps alone
+                m.run.history.append(_row(epoch, step, lr, train_loss, train_acc, test_loss, test_acc,
+                                          seconds_train + time.perf_counter() - evaluated,
+                                          train_seconds=seconds_train, engine=label))
+                m.run.measures += [dict(row, epoch=epoch) for row in (c.on_epoch(epoch, m.model) if c.on_epoch else [])]
+                if not stacked:
+                    log.info("epoch %d/%d (step %d, lr %.3g): train loss %.4f acc %.4f, test loss %.4f acc %.4f, %.1f s",
+                             epoch, n_epochs, step, lr, train_loss, train_acc, test_loss, test_acc,
+                             m.run.final["seconds"])
+        # the epoch is saved whole or not at all: every run resumes at the same epoch, in the same
+        # stack; a run that diverged in it is saved with them
+        with control.uninterrupted(), integrity.together():  # a stop waits for the saves; a full disk keeps none
+            for m in in_epoch:
+                m.save()
+        if not members:
+            break
+        if stacked:
+            accs = [m.run.final["test_acc"] for m in group.members]
+            log.info("epoch %d/%d (step %d, lr %.3g): %d runs, test accuracy %.4f to %.4f, %.1f s", epoch,
+                     n_epochs, step, lr, k, min(accs), max(accs), time.perf_counter() - started)
+        going = [m for m in group.members if not m.finished(n_epochs)]
+        if going and all(m.spec.checkpoint for m in going):  # stop once all is saved
+            control.check_deadline(going[0].spec.checkpoint.path if not stacked
+                                   else going[0].spec.checkpoint.path.parent)
 
 
-# --- the steps of a run that ``fit`` and ``ensemble`` share ------------------------------------------
+def _who(m: _Member, stacked: bool) -> str:
+    return f"run {m.index} (seed {m.spec.seed}), " if stacked else ""
+
+
+def _drop_diverged(group, finite, orders, loss_sum, correct, epoch, step, lr, started, label, recipe, device, mode):
+    """Write back, record the diverged runs (saved with the epoch's other runs), and regroup the rest."""
+    group.write_back()
+    stacked = isinstance(group, _Stacked)
+    keep = [m for i, m in enumerate(group.members) if bool(finite[i])]
+    seconds = (time.perf_counter() - started) / len(group.members)
+    for i, m in enumerate(group.members):
+        if not bool(finite[i]):
+            m.diverge(epoch, step, lr, seconds, label, _who(m, stacked))
+    rows = [i for i in range(len(group.members)) if bool(finite[i])]
+    new = None
+    if keep:
+        new = _Stacked(keep, recipe, device, mode) if stacked else _Alone(keep, recipe, device, mode)
+        new.set_lr(lr)
+    index = torch.tensor(rows, dtype=torch.long, device=loss_sum.device)
+    return new, keep, [orders[i] for i in rows], loss_sum[index], correct[index], finite[index]
+
+
+def stepper(specs: list[RunSpec], mode: str, stacked: bool):
+    """The step the trainer takes for ``specs`` under engine ``mode`` (one run alone, or runs that
+    stack as one), with ``batch(data, orders, start, recipe, members)``, ``write_back()`` and
+    ``members`` (each with its ``model``): what the GPU check's engines stage times, step by step."""
+    first = specs[0]
+    members = [_Member(spec, i) for i, spec in enumerate(specs)]
+    cls = _Stacked if stacked else _Alone
+    return cls(members, first.recipe, first.train.device, mode)
+
+
+# --- the steps of a run ----------------------------------------------------------------------------------
 
 
 def keyed_by_engine(checkpoint: Checkpoint | None, mode: str) -> None:
@@ -500,16 +841,6 @@ def keyed_by_engine(checkpoint: Checkpoint | None, mode: str) -> None:
     engine (an eager run's is unchanged, so checkpoints written before engines existed resume)."""
     if checkpoint is not None and mode != "eager":
         checkpoint.fingerprint = {**checkpoint.fingerprint, "engine": mode}
-
-
-def run_loss(forward: Callable, loss_fn: LossFn, autocast: torch.dtype | None):
-    """``loss_fn`` of ``forward`` as ``engine.step`` takes it, ``(xb, yb) -> (loss, logits)``, under
-    the recipe's autocast."""
-    def loss(xb: torch.Tensor, yb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        with torch.autocast(xb.device.type, dtype=autocast or torch.float32, enabled=autocast is not None):
-            return loss_fn(forward, xb, yb)
-
-    return loss
 
 
 def resume(model: nn.Module, opt: torch.optim.Optimizer, gen: torch.Generator, state: dict) -> Run:
@@ -550,125 +881,10 @@ def diverged(run: Run, epoch: int, step: int, lr: float, n_classes: int, seconds
 
 def fit_state(model: nn.Module, opt: torch.optim.Optimizer, gen: torch.Generator, run: Run, masks: dict | None,
               seed: int, recipe: Recipe) -> dict:
-    """What a run's checkpoint holds (``fit`` resumes from it; ``ensemble`` writes the same)."""
+    """What a run's checkpoint holds (a run resumes from it)."""
     return {"model": model.state_dict(), "optimizer": opt.state_dict(), "generator": gen.get_state(),
             "history": run.history, "measures": run.measures, "diverged": run.diverged, "masks": masks or {},
             "seed": seed, "recipe": _plain(asdict(recipe))}
-
-
-# --- fit, deferred and handed over (``ensemble.run_together``) ----------------------------------------
-
-
-@dataclass
-class FitCall:
-    """The arguments of one ``fit`` call, recorded to train it in a stack with others."""
-
-    model: nn.Module
-    train: DeviceData
-    test: DeviceData
-    recipe: Recipe
-    seed: int
-    checkpoint: Checkpoint | None
-    masks: dict | None
-    on_epoch: Callable | None
-    loss_fn: LossFn
-    n_classes: int | None
-    stop_when: Callable | None
-
-
-class Deferred(Exception):
-    """Raised by ``fit`` inside ``deferring()``: the call was recorded, not run."""
-
-
-class OutOfTime(RuntimeError):
-    """Raised at the end of an epoch past the time ``deadline`` set, once that epoch's checkpoint is
-    written: called again, the run resumes from it (``reluinit.harvest``, on a machine lent for
-    minutes)."""
-
-
-_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("deadline", default=None)
-
-
-@contextlib.contextmanager
-def deadline(at: float | None) -> Iterator[None]:
-    """Inside, a run with a checkpoint stops with ``OutOfTime`` after the first epoch that ends at or
-    past ``at`` (``time.monotonic()``) with epochs still to go; a run without one trains to its end."""
-    token = _DEADLINE.set(at)
-    try:
-        yield
-    finally:
-        _DEADLINE.reset(token)
-
-
-def check_deadline(saved_at) -> None:
-    """``OutOfTime`` if ``deadline``'s time has come (called just after a checkpoint is saved)."""
-    at = _DEADLINE.get()
-    if at is not None and time.monotonic() >= at:
-        raise OutOfTime(f"out of time: the run stopped after an epoch, its checkpoint {saved_at} resumes it")
-
-
-# A stop raised into the run from outside (the harvest's budget signal) while files that must agree
-# are being written: held until the last of them is written (``uninterrupted``).
-_HOLD: dict = {"depth": 0, "stop": None}
-
-
-def interrupt(stop: BaseException) -> None:
-    """Raise ``stop`` here, or, inside ``uninterrupted``, as its block ends: what a signal handler
-    calls to stop a run wherever it is without cutting a set of saves in two."""
-    if _HOLD["depth"]:
-        _HOLD["stop"] = stop
-        return
-    raise stop
-
-
-def holding() -> bool:
-    """Whether ``interrupt`` would wait (inside ``uninterrupted``)."""
-    return _HOLD["depth"] > 0
-
-
-@contextlib.contextmanager
-def uninterrupted() -> Iterator[None]:
-    """Inside, ``interrupt`` waits for the block's end. A stack's runs save each epoch in one such
-    block (``ensemble``): a stop between two of its saves would resume the runs at different
-    epochs, in other stacks, where they round differently (a run's place in a stack moves it
-    between the vector and the scalar path of the fused optimizer), so a resumed run would no
-    longer be the run that never stopped."""
-    _HOLD["depth"] += 1
-    try:
-        yield
-    finally:  # the outermost block takes the held stop; after the block's own error it is dropped
-        _HOLD["depth"] -= 1
-        stop = None if _HOLD["depth"] else _HOLD["stop"]
-        if stop is not None:
-            _HOLD["stop"] = None
-    if stop is not None:
-        raise stop
-
-
-_DEFERRED: contextvars.ContextVar[list | None] = contextvars.ContextVar("deferred_fits", default=None)
-_HANDED: contextvars.ContextVar[list | None] = contextvars.ContextVar("handed_states", default=None)
-
-
-@contextlib.contextmanager
-def deferring() -> Iterator[list[FitCall]]:
-    """Inside, ``fit`` records its arguments in the list yielded and raises ``Deferred``."""
-    calls: list[FitCall] = []
-    token = _DEFERRED.set(calls)
-    try:
-        yield calls
-    finally:
-        _DEFERRED.reset(token)
-
-
-@contextlib.contextmanager
-def handing_over(states: list[dict]) -> Iterator[None]:
-    """Inside, the next ``fit`` calls start from ``states`` in order (each a finished run's final
-    state, ``fit_state``) instead of their checkpoints: they train nothing and return the run."""
-    token = _HANDED.set(list(states))
-    try:
-        yield
-    finally:
-        _HANDED.reset(token)
 
 
 def load_data(s: dict, device, channels_last: bool = False,

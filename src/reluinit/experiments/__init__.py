@@ -100,20 +100,21 @@ def group_runs(runs: dict[str, dict], per_job: int, by: list[str] | tuple[str, .
 
 
 def ensembled(settings: dict) -> bool:
-    """Whether runs under ``settings`` may train stacked with others (``reluinit.ensemble``): yes
-    unless their recipe says ``ensemble: false``."""
+    """Whether runs under ``settings`` may train stacked with others (``RunSpec.stack``,
+    ``reluinit.ensemble``): yes unless their recipe says ``ensemble: false``."""
     recipe = settings.get("recipe")
     return not isinstance(recipe, dict) or bool(recipe.get("ensemble", True))
 
 
-def training_jobs(runs_of, run_one, *, load=None, settings_of=None, prune_one=None):
+def training_jobs(runs_of, spec_of, *, load=None, settings_of=None, prune_one=None):
     """``parts`` and ``measure`` of an experiment that trains: its runs are ``runs_of(settings)``,
     grouped ``runs_per_job`` to a job (``group_runs``; with ``group_by``, only runs equal in those
-    run fields share one); a job trains its runs, each by ``run_one(settings, run, data, device,
-    checkpoint) -> rows``, and returns their rows together in order. Runs whose nets stack train as
-    one model (``ensemble.run_together``; a recipe's ``ensemble: false`` turns it off); ``run_one``
-    is then called twice, so it must do the same before its ``fit`` both times (seeded, as every
-    run is).
+    run fields share one); a job's runs are values, ``spec_of(settings, run, data, device,
+    checkpoint) -> training.RunSpec`` each (the spec's ``then`` makes its rows of the trained run),
+    trained together by ``training.train_runs`` (stacked where their nets stack; a recipe's
+    ``ensemble: false`` keeps its runs apart), and their rows returned together in order.
+    ``measure.specs(settings, key, device, checkpoints, masks, first)`` is the list of specs a job
+    trains, each built once (what the GPU check times).
 
     Runs another experiment trains for this one (config ``shared``, ``own_runs``) are in no part.
 
@@ -124,7 +125,7 @@ def training_jobs(runs_of, run_one, *, load=None, settings_of=None, prune_one=No
     With ``prune_one(settings, run, data, device) -> {"masks": Masks or None, **facts}`` the runs are
     pruned by a job of their own (rule ``prune``): the third function returned, ``masks(settings,
     key, device, inputs) -> {run key: ...}``, is that job; ``measure`` then gets its file
-    (``masks=<path>``; without one it prunes itself) and ``run_one`` each run's masks (``masks=``),
+    (``masks=<path>``; without one it prunes itself) and ``spec_of`` each run's masks (``masks=``),
     and a run's checkpoint is resumed only under the same masks."""
     import pandas as pd
 
@@ -146,31 +147,38 @@ def training_jobs(runs_of, run_one, *, load=None, settings_of=None, prune_one=No
                 loaded[rs.get("dataset")] = (load or load_data)(rs, dev)
             yield run_key, run, rs, loaded[rs.get("dataset")], dev
 
-    def measure(s: dict, key: str, device: str = "auto", inputs=(), checkpoints: str | None = None,
-                masks: str | None = None) -> pd.DataFrame:
-        from ..ensemble import run_together
-
+    def specs(s: dict, key: str, device: str = "auto", checkpoints: str | None = None, masks: str | None = None,
+              first: int | None = None):
+        """The ``training.RunSpec`` of each run of job ``key`` (its ``first`` runs only, when given),
+        in order. Without a masks file (a direct call, the smoke subset) the job prunes its runs
+        itself."""
         pruned = load_masks(masks) if masks else {}
-        pruned_here: dict = {}  # without a masks file, each run is pruned once (run_together calls twice)
-
-        def train(item):
-            run_key, run, rs, data, dev = item
+        out = []
+        for run_key, run, rs, data, dev in each_run(s, key, device):
+            if first is not None and len(out) >= first:
+                break
             if not prune_one:
-                return run_one(rs, run, data, dev, run_checkpoint(checkpoints, run_key, rs, run))
-            # without a masks file (a direct call, the smoke subset) the job prunes its runs itself
-            if masks:
-                m = pruned[run_key]["masks"]
+                spec = spec_of(rs, run, data, dev, run_checkpoint(checkpoints, run_key, rs, run))
             else:
-                if run_key not in pruned_here:
-                    pruned_here[run_key] = prune_one(rs, run, data, dev)["masks"]
-                m = pruned_here[run_key]
-            m = {n: t.to(dev) for n, t in m.items()} if m else None
-            checkpoint = run_checkpoint(checkpoints, run_key, rs, {**run, "masks": masks_digest(m)})
-            return run_one(rs, run, data, dev, checkpoint, masks=m)
+                m = pruned[run_key]["masks"] if masks else prune_one(rs, run, data, dev)["masks"]
+                m = {n: t.to(dev) for n, t in m.items()} if m else None
+                checkpoint = run_checkpoint(checkpoints, run_key, rs, {**run, "masks": masks_digest(m)})
+                spec = spec_of(rs, run, data, dev, checkpoint, masks=m)
+            spec.stack = spec.stack and ensembled(rs)
+            out.append(spec)
+        return out
 
-        items = list(each_run(s, key, device))
-        return pd.concat(run_together(items, train, stack=lambda item: ensembled(item[2])), ignore_index=True)
+    def measure(s: dict, key: str, device: str = "auto", inputs=(), checkpoints: str | None = None,
+                masks: str | None = None, control=None) -> pd.DataFrame:
+        """Job ``key``'s rows: its specs trained (``control``: ``training.Control``, a deadline and
+        stops from outside), each made into rows by its ``then``."""
+        from ..training import train_runs
 
+        job = specs(s, key, device, checkpoints, masks)
+        runs = train_runs(job, control=control)
+        return pd.concat([spec.result(run) for spec, run in zip(job, runs)], ignore_index=True)
+
+    measure.specs = specs
     if prune_one is None:
         return parts, measure
 

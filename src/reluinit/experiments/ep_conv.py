@@ -61,7 +61,7 @@ from ..datasets import resolve
 from ..models import TrajReg, conv_net, trajreg_loss
 from ..nets import resolve_device
 from ..stages import circle, length_rows, noise_rows, sigma_w_rows
-from ..training import Checkpoint, Recipe, fit, load_data, run_rows
+from ..training import Checkpoint, Recipe, RunSpec, load_data, run_rows
 from ..trajectories import Arc
 from . import part_seed, product_runs, resolve_part, training_jobs
 
@@ -99,7 +99,7 @@ def f4_measure(s: dict, key: str, device: str = "auto", inputs=()) -> pd.DataFra
 # --- EP-F8/F9/F10/F11: training the conv net without / with batch norm / with trajectory regularization --
 
 
-def conv_run(s: dict, run: dict, data, device, checkpoint: Checkpoint | None) -> pd.DataFrame:
+def conv_run(s: dict, run: dict, data, device, checkpoint: Checkpoint | None) -> RunSpec:
     """Train one conv-net variant, recording lengths along the circle and weight scales every epoch."""
     train, test, split = data
     in_shape = tuple(split.x.shape[1:])
@@ -112,17 +112,19 @@ def conv_run(s: dict, run: dict, data, device, checkpoint: Checkpoint | None) ->
     def on_epoch(epoch, m):
         return length_rows(m, path, s["n_pieces"], in_shape) + sigma_w_rows(m)
 
-    recipe = Recipe.from_settings(s["recipe"])
+    def rows(result) -> pd.DataFrame:
+        log.info("run %s: %s conv net, final test accuracy %.4f", run["key"], variant, result.final["test_acc"])
+        extra = []
+        if variant == "trajreg":
+            extra = [{"kind": "lambda", "param": n, "value": m.lam.item()} for n, m in model.named_modules()
+                     if isinstance(m, TrajReg)]
+        return run_rows(result, extra, run=run["key"], variant=variant, rep=run["rep"], net_seed=run["seed"],
+                        dataset=split.name, width=s["width"], sigma_w2=s["sigma_w2"], n_pieces=s["n_pieces"],
+                        recipe=s["recipe"].get("name", ""))
+
     kw = {"loss_fn": trajreg_loss} if variant == "trajreg" else {}
-    result = fit(model, train, test, recipe, seed=run["seed"], checkpoint=checkpoint, on_epoch=on_epoch, **kw)
-    log.info("run %s: %s conv net, final test accuracy %.4f", run["key"], variant, result.final["test_acc"])
-    extra = []
-    if variant == "trajreg":
-        extra = [{"kind": "lambda", "param": n, "value": m.lam.item()} for n, m in model.named_modules()
-                 if isinstance(m, TrajReg)]
-    return run_rows(result, extra, run=run["key"], variant=variant, rep=run["rep"], net_seed=run["seed"],
-                      dataset=split.name, width=s["width"], sigma_w2=s["sigma_w2"], n_pieces=s["n_pieces"],
-                      recipe=s["recipe"].get("name", ""))
+    return RunSpec(model, train, test, Recipe.from_settings(s["recipe"]), run["seed"], checkpoint, on_epoch=on_epoch,
+                   then=rows, **kw)
 
 
 train_parts, train_measure = training_jobs(lambda s: product_runs(s, {"variant": s["variants"]}), conv_run)
@@ -131,21 +133,25 @@ train_parts, train_measure = training_jobs(lambda s: product_runs(s, {"variant":
 # --- EP-F6: noise in one layer of the trained conv net ------------------------------------------------
 
 
-def noise_run(s: dict, run: dict, data, device, checkpoint: Checkpoint | None) -> pd.DataFrame:
+def noise_run(s: dict, run: dict, data, device, checkpoint: Checkpoint | None) -> RunSpec:
+    """Train the plain conv net; trained, the test accuracy with noise in its first layer."""
     train, test, split = data
     in_shape = tuple(split.x.shape[1:])
     model = conv_net("plain", split.n_classes, in_shape, s["width"], s["sigma_w2"], s.get("sigma_b", 0.0),
                      run["seed"]).to(device)
     recipe = Recipe.from_settings(s["recipe"])
-    result = fit(model, train, test, recipe, seed=run["seed"], checkpoint=checkpoint)
-    model.eval()
-    rows = noise_rows(model, test, s["noise_magnitudes"], s.get("noise_draws", 1), part_seed(run["seed"], 1),
-                      recipe.eval_batch_size)
-    log.info("run %s: trained to %.4f; noise %g on layer 1 -> %.4f", run["key"], result.final["test_acc"],
-             max(s["noise_magnitudes"]), rows[len(s["noise_magnitudes"]) - 1]["test_acc"] if rows else math.nan)
-    return run_rows(result, rows, run=run["key"], variant="plain", rep=run["rep"], net_seed=run["seed"],
-                      dataset=split.name, width=s["width"], sigma_w2=s["sigma_w2"],
-                      recipe=s["recipe"].get("name", ""))
+
+    def noised(result) -> pd.DataFrame:
+        model.eval()
+        rows = noise_rows(model, test, s["noise_magnitudes"], s.get("noise_draws", 1), part_seed(run["seed"], 1),
+                          recipe.eval_batch_size)
+        log.info("run %s: trained to %.4f; noise %g on layer 1 -> %.4f", run["key"], result.final["test_acc"],
+                 max(s["noise_magnitudes"]), rows[len(s["noise_magnitudes"]) - 1]["test_acc"] if rows else math.nan)
+        return run_rows(result, rows, run=run["key"], variant="plain", rep=run["rep"], net_seed=run["seed"],
+                        dataset=split.name, width=s["width"], sigma_w2=s["sigma_w2"],
+                        recipe=s["recipe"].get("name", ""))
+
+    return RunSpec(model, train, test, recipe, run["seed"], checkpoint, then=noised)
 
 
 f6_parts, f6_measure = training_jobs(lambda s: product_runs(s, {}), noise_run)

@@ -20,7 +20,7 @@ from torch import nn
 
 from ..models import fc_net
 from ..stages import circle, length_rows, sigma_w_rows
-from ..training import Checkpoint, Recipe, evaluate, fit, run_rows
+from ..training import Checkpoint, Recipe, RunSpec, evaluate, run_rows
 from . import product_runs, training_jobs
 
 log = logging.getLogger(__name__)
@@ -45,20 +45,24 @@ def freeze_all_but(model: nn.Module, index: int) -> nn.Linear:
     return lins[index]
 
 
-def one_layer_run(s: dict, run: dict, data, device, checkpoint: Checkpoint | None) -> pd.DataFrame:
+def one_layer_run(s: dict, run: dict, data, device, checkpoint: Checkpoint | None) -> RunSpec:
+    """Train one layer of the net; trained, its train accuracy re-measured in eval mode."""
     train, test, split = data
     model = fc_net(split.n_classes, tuple(split.x.shape[1:]), s["width"], s["depth"], s.get("activation", "hardtanh"),
                    s["sigma_w2"], s.get("sigma_b", 0.0), run["seed"]).to(device)
     freeze_all_but(model, run["layer"])
     recipe = Recipe.from_settings(s["recipe"])
-    result = fit(model, train, test, recipe, seed=run["seed"], checkpoint=checkpoint)
-    _, train_acc = evaluate(model, train, recipe.eval_batch_size)
-    log.info("run %s: W^(%d) trained, train accuracy %.4f, test %.4f", run["key"], run["layer"], train_acc,
-             result.final["test_acc"])
-    return run_rows(result, run=run["key"], trained_layer=run["layer"], rep=run["rep"], net_seed=run["seed"],
-                      final_train_acc=train_acc, dataset=split.name, width=s["width"], depth=s["depth"],
-                      activation=s.get("activation", "hardtanh"), sigma_w2=s["sigma_w2"],
-                      readout=run["layer"] == s["depth"], recipe=s["recipe"].get("name", ""))
+
+    def rows(result) -> pd.DataFrame:
+        _, train_acc = evaluate(model, train, recipe.eval_batch_size)
+        log.info("run %s: W^(%d) trained, train accuracy %.4f, test %.4f", run["key"], run["layer"], train_acc,
+                 result.final["test_acc"])
+        return run_rows(result, run=run["key"], trained_layer=run["layer"], rep=run["rep"], net_seed=run["seed"],
+                        final_train_acc=train_acc, dataset=split.name, width=s["width"], depth=s["depth"],
+                        activation=s.get("activation", "hardtanh"), sigma_w2=s["sigma_w2"],
+                        readout=run["layer"] == s["depth"], recipe=s["recipe"].get("name", ""))
+
+    return RunSpec(model, train, test, recipe, run["seed"], checkpoint, then=rows)
 
 
 one_parts, one_measure = training_jobs(lambda s: product_runs(s, {"layer": trained_layers(s)}), one_layer_run)
@@ -67,17 +71,18 @@ one_parts, one_measure = training_jobs(lambda s: product_runs(s, {"layer": train
 # --- EP-F18: lengths through an MNIST FC net during training -------------------------------------------
 
 
-def fc_length_run(s: dict, run: dict, data, device, checkpoint: Checkpoint | None) -> pd.DataFrame:
+def fc_length_run(s: dict, run: dict, data, device, checkpoint: Checkpoint | None) -> RunSpec:
     train, test, split = data
     in_shape = tuple(split.x.shape[1:])
     model = fc_net(split.n_classes, in_shape, s["width"], s["depth"], s.get("activation", "relu"), s["sigma_w2"],
                    s.get("sigma_b", 0.0), run["seed"]).to(device)
     path = circle(test, s["points"])
-    result = fit(model, train, test, Recipe.from_settings(s["recipe"]), seed=run["seed"], checkpoint=checkpoint,
-                 on_epoch=lambda epoch, m: length_rows(m, path, s["n_pieces"], in_shape) + sigma_w_rows(m))
-    return run_rows(result, run=run["key"], rep=run["rep"], net_seed=run["seed"], dataset=split.name,
-                      width=s["width"], depth=s["depth"], activation=s.get("activation", "relu"),
-                      sigma_w2=s["sigma_w2"], n_pieces=s["n_pieces"], variant="fc", recipe=s["recipe"].get("name", ""))
+    columns = dict(run=run["key"], rep=run["rep"], net_seed=run["seed"], dataset=split.name, width=s["width"],
+                   depth=s["depth"], activation=s.get("activation", "relu"), sigma_w2=s["sigma_w2"],
+                   n_pieces=s["n_pieces"], variant="fc", recipe=s["recipe"].get("name", ""))
+    return RunSpec(model, train, test, Recipe.from_settings(s["recipe"]), run["seed"], checkpoint,
+                   on_epoch=lambda epoch, m: length_rows(m, path, s["n_pieces"], in_shape) + sigma_w_rows(m),
+                   then=lambda result: run_rows(result, **columns))
 
 
 f18_parts, f18_measure = training_jobs(lambda s: product_runs(s, {}), fc_length_run)

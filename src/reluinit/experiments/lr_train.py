@@ -1,8 +1,9 @@
 """LR's trained nets (LR-F5 to LR-F8): fully connected ReLU nets (``nets.MLP``) trained on MNIST
-through ``training.fit`` by their recipe (config ``recipes: lr-mnist``: Adam), one file of
+through ``training.train_runs`` by their recipe (config ``recipes: lr-mnist``: Adam), one file of
 checkpoints per run, which ``lr`` measures. The workflow trains one architecture's runs (its seeds)
-in one job (``train_runs``), stacked as one model (``reluinit.ensemble``) unless the recipe says
-``ensemble: false``: the same runs up to float64 rounding, each with its own seed and checkpoint.
+in one job (``train_runs``: their ``training.RunSpec``s, ``run_specs``), stacked as one model
+(``reluinit.ensemble``) unless the recipe says ``ensemble: false``: the same runs up to float64
+rounding, each with its own seed and checkpoint.
 
 A checkpoint is plain tensors and numbers (``snapshot``), loadable with
 ``torch.load(weights_only=True)``, with the run's seed, dataset and settings fingerprint."""
@@ -15,11 +16,11 @@ from pathlib import Path
 
 import torch
 
-from .. import datasets
+from .. import datasets, training
 from ..fingerprint import settings_fingerprint
 from ..nets import MLP, parse_arch, resolve_device, sample_mlp
-from ..training import Checkpoint, DeviceData, Recipe, fit, save_checkpoint
-from . import part_seed
+from ..training import Checkpoint, DeviceData, Recipe, RunSpec, save_checkpoint
+from . import ensembled, part_seed
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +45,14 @@ def restore(state: dict, device: str | torch.device = "cpu") -> MLP:
                activation=state["activation"], readout=True)
 
 
-def train_adam(net: MLP, train: DeviceData | tuple[torch.Tensor, torch.Tensor],
-               test: DeviceData | tuple[torch.Tensor, torch.Tensor], recipe: Recipe, *, seed: int,
-               checkpoints: list[int], resume: Checkpoint | None = None) -> list[dict]:
-    """Train ``net`` in place (``fit``, cross-entropy) by ``recipe`` (config ``recipes: lr-mnist``:
-    Adam); return a snapshot at each epoch in ``checkpoints`` (0 = at initialization), each with
-    its test accuracy and mean train loss. A run that diverges ends with a snapshot marked
-    ``diverged`` at chance accuracy. ``resume``: the run's resumable state (``fit``'s checkpoint).
-    ``train``, ``test``: ``DeviceData`` (runs given the same objects can stack) or (x, y)."""
+def adam_spec(net: MLP, train: DeviceData | tuple[torch.Tensor, torch.Tensor],
+              test: DeviceData | tuple[torch.Tensor, torch.Tensor], recipe: Recipe, *, seed: int,
+              checkpoints: list[int], resume: Checkpoint | None = None) -> RunSpec:
+    """The run that trains ``net`` in place (cross-entropy) by ``recipe`` (config ``recipes:
+    lr-mnist``: Adam); trained, its result is a snapshot at each epoch in ``checkpoints`` (0 = at
+    initialization), each with its test accuracy and mean train loss. A run that diverges ends with
+    a snapshot marked ``diverged`` at chance accuracy. ``resume``: the run's resumable state (its
+    checkpoint). ``train``, ``test``: ``DeviceData`` (runs given the same objects can stack) or (x, y)."""
     net.requires_grad_(True)
     device, dtype = net.weights[0].device, net.weights[0].dtype
     train_data, test_data = (d if isinstance(d, DeviceData) else DeviceData(*d, device, dtype=dtype)
@@ -61,16 +62,24 @@ def train_adam(net: MLP, train: DeviceData | tuple[torch.Tensor, torch.Tensor],
     def keep(epoch: int, m: MLP) -> list[dict]:
         return [{"state": snapshot(m)}] if epoch in checkpoints else []
 
-    result = fit(net, train_data, test_data, recipe, seed=seed, on_epoch=keep, n_classes=n_classes,
-                 checkpoint=resume)
-    by_epoch = {r["epoch"]: r for r in result.history}
-    states = [dict(m["state"], epoch=m["epoch"], test_acc=by_epoch[m["epoch"]]["test_acc"],
-                   train_loss=by_epoch[m["epoch"]]["train_loss"], diverged=False) for m in result.measures]
-    if result.diverged:
-        last = result.final
-        states.append(snapshot(net, epoch=last["epoch"], test_acc=last["test_acc"], train_loss=math.nan,
-                               diverged=True))
-    return states
+    def states(result) -> list[dict]:
+        by_epoch = {r["epoch"]: r for r in result.history}
+        out = [dict(m["state"], epoch=m["epoch"], test_acc=by_epoch[m["epoch"]]["test_acc"],
+                    train_loss=by_epoch[m["epoch"]]["train_loss"], diverged=False) for m in result.measures]
+        if result.diverged:
+            last = result.final
+            out.append(snapshot(net, epoch=last["epoch"], test_acc=last["test_acc"], train_loss=math.nan,
+                                diverged=True))
+        return out
+
+    return RunSpec(net, train_data, test_data, recipe, seed, resume, on_epoch=keep, n_classes=n_classes, then=states)
+
+
+def train_adam(net: MLP, train, test, recipe: Recipe, *, seed: int, checkpoints: list[int],
+               resume: Checkpoint | None = None) -> list[dict]:
+    """``adam_spec``'s run trained alone: its snapshots."""
+    spec = adam_spec(net, train, test, recipe, seed=seed, checkpoints=checkpoints, resume=resume)
+    return spec.result(training.train_runs([spec])[0])
 
 
 def save(states: list[dict], path: str | Path) -> None:
@@ -100,40 +109,55 @@ def splits(s: dict, device) -> tuple[DeviceData, DeviceData, str, int]:
         DeviceData(*flat(test, device), device, dtype=torch.float64), train.name, train.n_classes
 
 
-def train_classifier(s: dict, arch: str, seed: int, device: str = "auto", resume: str | Path | None = None,
-                     run: int | None = None, data: tuple | None = None) -> list[dict]:
-    """Sample a ReLU net of architecture ``arch`` under training spec ``s`` and train it on
-    ``s["dataset"]``; return its checkpoints, each with the run's fingerprint. ``resume``: where
-    the run keeps its resumable state; it resumes only a run of the same fingerprint (spec
-    settings, architecture, run and seed). ``data``: ``splits`` already loaded."""
+def classifier_spec(s: dict, arch: str, seed: int, device: str = "auto", resume: str | Path | None = None,
+                    run: int | None = None, data: tuple | None = None) -> RunSpec:
+    """The run that samples a ReLU net of architecture ``arch`` under training spec ``s`` and trains
+    it on ``s["dataset"]``; trained, its result is its checkpoints, each with the run's fingerprint.
+    ``resume``: where the run keeps its resumable state; it resumes only a run of the same
+    fingerprint (spec settings, architecture, run and seed). ``data``: ``splits`` already loaded."""
     device = resolve_device(device)
     train, test, name, n_classes = data or splits(s, device)
     log.info("training %s on %s (%d images) with seed %d on %s", arch, name, len(train), seed, device)
     net = sample_mlp([train.x.shape[1], *parse_arch(arch), n_classes], s["init"], readout=True,
                      bias_std=s["bias_std"], seed=seed, device=device, dtype=torch.float64)
     # The runs and architectures listed beside this one do not change it (its seed is recorded).
-    fingerprint = settings_fingerprint(s, exclude=("architectures", "runs"), arch=arch, run=run,
-                                                  seed=seed)
-    states = train_adam(net, train, test, Recipe.from_settings(s["recipe"]), seed=seed,
-                        checkpoints=s["checkpoints"], resume=Checkpoint(resume, fingerprint) if resume else None)
-    for st in states:
-        st.update(arch=arch, seed=seed, dataset=name, fingerprint=fingerprint)
-    return states
+    fingerprint = settings_fingerprint(s, exclude=("architectures", "runs"), arch=arch, run=run, seed=seed)
+    spec = adam_spec(net, train, test, Recipe.from_settings(s["recipe"]), seed=seed, checkpoints=s["checkpoints"],
+                     resume=Checkpoint(resume, fingerprint) if resume else None)
+    snapshots = spec.then
+
+    def states(result) -> list[dict]:
+        out = snapshots(result)
+        for st in out:
+            st.update(arch=arch, seed=seed, dataset=name, fingerprint=fingerprint)
+        return out
+
+    spec.then = states
+    spec.stack = ensembled(s)
+    return spec
+
+
+def train_classifier(s: dict, arch: str, seed: int, device: str = "auto", resume: str | Path | None = None,
+                     run: int | None = None, data: tuple | None = None) -> list[dict]:
+    """``classifier_spec``'s run trained alone: its checkpoints."""
+    spec = classifier_spec(s, arch, seed, device, resume, run, data)
+    return spec.result(training.train_runs([spec])[0])
 
 
 def train_runs(s: dict, arch: str, runs: list[int], device: str = "auto",
                resume: list[str | Path] | None = None) -> list[list[dict]]:
-    """Runs ``runs`` of ``arch`` (``train_classifier`` with each run's ``run_seed``), the data loaded
-    once and the nets trained as one stack (``ensemble.run_together``) unless the recipe says
-    ``ensemble: false``; each run's checkpoints, in order. ``resume``: each run's resumable state."""
-    from ..ensemble import run_together
-    from . import ensembled
+    """Runs ``runs`` of ``arch`` (``classifier_spec`` with each run's ``run_seed``), the data loaded
+    once and the nets trained as one stack unless the recipe says ``ensemble: false``; each run's
+    checkpoints, in order. ``resume``: each run's resumable state."""
+    specs = run_specs(s, arch, runs, device, resume)
+    return [spec.result(run) for spec, run in zip(specs, training.train_runs(specs))]
 
+
+def run_specs(s: dict, arch: str, runs: list[int], device: str = "auto",
+              resume: list[str | Path] | None = None) -> list[RunSpec]:
+    """The specs of ``train_runs``: one per run, on data loaded once."""
     device = resolve_device(device)
     data = splits(s, device)
     where = dict(zip(runs, resume or [None] * len(runs)))
-
-    def one(run: int) -> list[dict]:
-        return train_classifier(s, arch, run_seed(s, arch, run), device, resume=where[run], run=run, data=data)
-
-    return run_together(list(runs), one, stack=lambda run: ensembled(s))
+    return [classifier_spec(s, arch, run_seed(s, arch, run), device, resume=where[run], run=run, data=data)
+            for run in runs]

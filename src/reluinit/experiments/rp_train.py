@@ -2,7 +2,7 @@
 
 Every run is the same pipeline (``train_pruned``): build the model, initialize it (He, the EOC of
 its activation, or the ordered phase), prune with one method on one class-balanced batch, rescale
-if asked (Algorithm 1), apply the masks (they stay applied) and train with ``training.fit``. Each
+if asked (Algorithm 1), apply the masks (they stay applied) and train (``training.RunSpec``, ``training.train_runs``). Each
 run's epochs are rows of the table; a run that diverges, or whose pruning emptied a layer, is a
 row like any other (``diverged``, ``collapsed_layers``).
 
@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import logging
 
-import pandas as pd
 from torch import nn
 
 from .. import datasets
 from ..inits import init_point, initialize
 from ..models import build
 from ..pruning import PRUNERS, apply_masks, collapse, connected, layer_table, prune_with_s_cr, rescale, sparsity
-from ..training import Checkpoint, Recipe, fit, history_table, load_data
+from ..training import Checkpoint, Recipe, RunSpec, history_table, load_data
 from . import part_seed, product_runs, training_jobs
 
 log = logging.getLogger(__name__)
@@ -131,9 +130,10 @@ def pruning_batch(s: dict, run: dict, pruner: str, train, split, device) -> dict
     return {"data": halves, "in_shape": tuple(x.shape[1:])}
 
 
-def train_pruned(s: dict, run: dict, data, device, checkpoint: Checkpoint | None, masks=None) -> pd.DataFrame:
-    """One run (module doc): ``data`` = (train, test, training split) of its dataset, ``masks`` the
-    run's own from its ``prune`` job (``prune_run``), None for ``dense``."""
+def train_pruned(s: dict, run: dict, data, device, checkpoint: Checkpoint | None, masks=None) -> RunSpec:
+    """One run (module doc) as its spec, whose rows are its epochs: ``data`` = (train, test, training
+    split) of its dataset, ``masks`` the run's own from its ``prune`` job (``prune_run``), None for
+    ``dense``."""
     train, test, split = data
     rescaled = method(run["method"])[2]
     model, name, sigma_w, sigma_b = run_model(s, run, split)
@@ -149,13 +149,13 @@ def train_pruned(s: dict, run: dict, data, device, checkpoint: Checkpoint | None
     if masks and (said := collapse(masks)):
         log.warning("run %s: %s (it trains: a collapsed net is a result)", run["key"], said)
     recipe = Recipe.from_settings(s["recipe"])
-    result = fit(model, train, test, recipe, seed=run["seed"], checkpoint=checkpoint, masks=masks)
-    return history_table(result, run=run["key"], dataset=split.name, model=name, activation=run["activation"],
-                         init=run["init"], method=run["method"], sparsity=run["sparsity"],
-                         achieved_sparsity=sparsity(masks) if masks else 0.0, rep=run["rep"], net_seed=run["seed"],
-                         sigma_w=sigma_w, sigma_b=sigma_b, collapsed_layers=collapsed,
-                         recipe=s["recipe"].get("name", ""), setup=run.get("setup", ""), depth=run.get("depth"),
-                         **{field: run[field] for field in READINGS if field in run})
+    columns = dict(run=run["key"], dataset=split.name, model=name, activation=run["activation"], init=run["init"],
+                   method=run["method"], sparsity=run["sparsity"], achieved_sparsity=sparsity(masks) if masks else 0.0,
+                   rep=run["rep"], net_seed=run["seed"], sigma_w=sigma_w, sigma_b=sigma_b, collapsed_layers=collapsed,
+                   recipe=s["recipe"].get("name", ""), setup=run.get("setup", ""), depth=run.get("depth"),
+                   **{field: run[field] for field in READINGS if field in run})
+    return RunSpec(model, train, test, recipe, run["seed"], checkpoint, masks,
+                   then=lambda result: history_table(result, **columns))
 
 
 # --- runs and parts --------------------------------------------------------------------------------

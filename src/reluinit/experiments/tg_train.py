@@ -2,7 +2,7 @@
 
 For every initial sigma_w, ``n_nets`` FFNNs (``depth`` ReLU layers of ``width`` units and a linear
 readout) are initialised with weights N(0, sigma_w^2 / fan_in), biases N(0, bias^2), and trained on
-MNIST with ``training.fit`` until their test accuracy reaches ``target_acc`` (or the recipe's epochs
+MNIST (``training.train_runs``) until their test accuracy reaches ``target_acc`` (or the recipe's epochs
 run out). Straight lines between pairs of test images (``n_lines`` of the same class, ``n_lines`` of
 different classes) go through every trained net and through the same net before training (TG's
 "random Gaussian networks of the same architecture", the black curves). Table: one row per
@@ -10,7 +10,7 @@ different classes) go through every trained net and through the same net before 
 
 Choices the paper leaves open (also in docs/papers/tg.md):
 * Every net trains until its test accuracy is greater than ``target_acc`` ("trained to test
-  accuracy of greater than 95%": the paper's nets all reached it; ``fit``'s ``stop_when``), the
+  accuracy of greater than 95%": the paper's nets all reached it; the run's ``stop_when``), the
   recipe's epochs being a cap far beyond what the nets need. A net still at chance after
   ``dead_after`` epochs (test accuracy at most the largest class share: it predicts one class,
   its ReLUs dead from the init) cannot reach it: it stops, is flagged ``dead`` and kept, outside
@@ -47,7 +47,7 @@ from torch import nn
 from ..inits import initialize
 from ..models import build
 from ..nets import MLP, resolve_device
-from ..training import Checkpoint, Recipe, fit, history_table, load_data
+from ..training import Checkpoint, Recipe, RunSpec, history_table, load_data, train_runs
 from ..trajectories import Line, measure
 from . import part_seed, training_jobs
 
@@ -107,21 +107,30 @@ def chance(y: torch.Tensor) -> float:
     return float(torch.bincount(y.cpu()).max()) / len(y)
 
 
-def train_to_target(model: nn.Module, train, test, recipe: Recipe, target: float, seed: int,
-                    checkpoint: Checkpoint | None = None, dead_after: int | None = None):
-    """Train until the test accuracy is greater than ``target``, the net is dead (still at chance
-    after ``dead_after`` epochs), the run diverges or ``recipe.epochs`` have run (``fit``'s
-    ``stop_when``). Returns ``fit``'s Run, the first epoch above the target (None if never) and
-    whether the net was found dead."""
+def to_target(model: nn.Module, train, test, recipe: Recipe, target: float, seed: int,
+              checkpoint: Checkpoint | None = None, dead_after: int | None = None) -> RunSpec:
+    """The run that trains until the test accuracy is greater than ``target``, the net is dead (still
+    at chance after ``dead_after`` epochs), it diverges or ``recipe.epochs`` have run (its
+    ``stop_when``); trained, its result is the Run, the first epoch above the target (None if
+    never) and whether the net was found dead."""
     floor = chance(test.y)
 
     def dead(row) -> bool:
         return dead_after is not None and row["epoch"] >= dead_after and row["test_acc"] <= floor
 
-    run = fit(model, train, test, recipe, seed=seed, checkpoint=checkpoint,
-              stop_when=lambda row: row["test_acc"] > target or dead(row))
-    reached = next((r["epoch"] for r in run.history if r["test_acc"] > target and r["epoch"] > 0), None)
-    return run, reached, reached is None and dead(run.final)
+    def outcome(run):
+        reached = next((r["epoch"] for r in run.history if r["test_acc"] > target and r["epoch"] > 0), None)
+        return run, reached, reached is None and dead(run.final)
+
+    return RunSpec(model, train, test, recipe, seed, checkpoint,
+                   stop_when=lambda row: row["test_acc"] > target or dead(row), then=outcome)
+
+
+def train_to_target(model: nn.Module, train, test, recipe: Recipe, target: float, seed: int,
+                    checkpoint: Checkpoint | None = None, dead_after: int | None = None):
+    """``to_target``'s run trained alone: (Run, first epoch above the target or None, dead)."""
+    spec = to_target(model, train, test, recipe, target, seed, checkpoint, dead_after)
+    return spec.result(train_runs([spec])[0])
 
 
 # --- runs and parts ------------------------------------------------------------------------------
@@ -145,17 +154,25 @@ def _load(s: dict, device):
     return (train, test, split), lines, test.x.flatten(1).to(DTYPE)
 
 
-def train_and_measure(s: dict, run: dict, loaded, device, checkpoint: Checkpoint | None) -> pd.DataFrame:
-    """One run: initialise, measure the lines through the untrained net, train, measure again."""
+def train_and_measure(s: dict, run: dict, loaded, device, checkpoint: Checkpoint | None) -> RunSpec:
+    """One run: initialise, keep the untrained net; trained, the lines through both (``measured``)."""
     (train, test, split), lines, x = loaded
     started = time.perf_counter()
     model = build("ffnn", split.n_classes, tuple(split.x.shape[1:]), "relu", width=s["width"], depth=s["depth"])
     initialize(model, "sigma", sigma_w=run["sigma_w"], sigma_b=s["bias"], seed=run["seed"])
     model.to(device)
-    nets = {False: model.astype(DTYPE)}  # the initial weights, before fit (which may resume a checkpoint)
-    result, reached, dead = train_to_target(model, train, test, Recipe.from_settings(s["recipe"]), s["target_acc"],
-                                            run["seed"], checkpoint, s.get("dead_after"))
-    nets[True] = model.astype(DTYPE)
+    untrained = model.astype(DTYPE)  # the initial weights, before training (which may resume a checkpoint)
+    spec = to_target(model, train, test, Recipe.from_settings(s["recipe"]), s["target_acc"], run["seed"], checkpoint,
+                     s.get("dead_after"))
+    outcome = spec.then
+    spec.then = lambda result: measured(s, run, split, lines, x, untrained, model, *outcome(result), started)
+    return spec
+
+
+def measured(s: dict, run: dict, split, lines: pd.DataFrame, x: torch.Tensor, untrained: MLP, model: MLP, result,
+             reached, dead, started: float) -> pd.DataFrame:
+    """A trained run's rows: the lines through the untrained and the trained net, and its epochs."""
+    nets = {False: untrained, True: model.astype(DTYPE)}
     rows = []
     for trained, net in nets.items():
         info = {"trained": trained, "sigma_w_post": sigma_w_of(net), "sigma_b_post": sigma_b_of(net),
@@ -183,8 +200,12 @@ def train_and_measure(s: dict, run: dict, loaded, device, checkpoint: Checkpoint
 f6_parts, _f6_measure = training_jobs(_runs, train_and_measure, load=_load)
 
 
-def f6_measure(s: dict, key: str, device: str = "auto", inputs=(), checkpoints: str | None = None) -> pd.DataFrame:
-    return _f6_measure(s, key, device, inputs, checkpoints).assign(device=str(resolve_device(device)))
+def f6_measure(s: dict, key: str, device: str = "auto", inputs=(), checkpoints: str | None = None,
+               control=None) -> pd.DataFrame:
+    return _f6_measure(s, key, device, inputs, checkpoints, control=control).assign(device=str(resolve_device(device)))
+
+
+f6_measure.specs = _f6_measure.specs
 
 
 # --- figure and summary --------------------------------------------------------------------------

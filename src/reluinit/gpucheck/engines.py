@@ -18,6 +18,7 @@ import copy
 import math
 import statistics
 import time
+from dataclasses import replace
 
 import pandas as pd
 import torch
@@ -61,31 +62,24 @@ def _model(f: dict, seed: int, device):
 
 
 def _stepper(f: dict, mode: str, models: list, train, recipe):
-    """The family's step under ``mode``, and the batch it is timed on (fixed: the compared runs see the
-    same data) with the modules whose weights are compared."""
-    from ..engine import Engine
-    from ..ensemble import _Member, _Stack
-    from ..training import FitCall, cross_entropy, run_loss
+    """The family's step under ``mode`` (the trainer's own: ``training.stepper``, its runs alone or
+    stacked), and the batch it is timed on (fixed: the compared runs see the same data) with the
+    modules whose weights are compared."""
+    from ..training import RunSpec, stepper
 
+    specs = [RunSpec(m, train, train, recipe, i, n_classes=10) for i, m in enumerate(models)]
+    step = stepper(specs, mode, stacked=f["k"] > 1)
+    for m in step.members:
+        m.model.train()
     gen = torch.Generator(device=train.device).manual_seed(0)
-    b = recipe.batch_size
-    if f["k"] == 1:
-        model = models[0]
-        model.train()
-        opt = recipe.optimizer_for(p for p in model.parameters() if p.requires_grad)
-        xb, yb = train.take(torch.randperm(len(train), generator=gen, device=train.device)[:b])
-        step = Engine(mode, run_loss(model, cross_entropy, recipe.autocast_dtype(train.device)), opt)
-        return (lambda: step(xb, yb)), (lambda: [model])
-    calls = [FitCall(m, train, train, recipe, i, None, None, None, cross_entropy, 10, None) for i, m in enumerate(models)]
-    stack = _Stack([_Member(c, i) for i, c in enumerate(calls)], mode)
-    idx = torch.stack([torch.randperm(len(train), generator=gen, device=train.device)[:b] for _ in models])
-    xb, yb = train.take(idx)
+    orders = [torch.randperm(len(train), generator=gen, device=train.device) for _ in models]
+    xb, yb = step.batch(train, orders, 0, replace(recipe, augment=False), step.members)
 
     def written_back():
-        stack.write_back()
-        return [m.model for m in stack.members]
+        step.write_back()
+        return [m.model for m in step.members]
 
-    return (lambda: stack.step(xb, yb)), written_back
+    return (lambda: step.step(xb, yb)), written_back
 
 
 def _kernel_seconds(fn, steps: int, device) -> float:

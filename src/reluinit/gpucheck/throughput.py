@@ -4,14 +4,14 @@ A *family* is a (model, dataset, recipe) combination of the training jobs that
 ``reluinit.pipeline.smoke.subset`` lists (``plan.run_family`` names it; a net an experiment builds for
 itself is "<ID> net"), and the nets LR's figures read (``train LR-MNIST``). Each is timed on
 what its own experiment builds: the job runs at the smoke scale (generated tensors of the real
-shapes and class counts, the paper's models, batch sizes and recipes; ``--tiny``: the quick scale)
-until its first run calls ``training.fit``, where the check takes the model (initialized, pruned),
-the data on the device, the recipe and the loss, and stops the job. So a new training experiment
-is timed without a line here, and a model is never described twice.
+shapes and class counts, the paper's models, batch sizes and recipes; ``--tiny``: the quick scale):
+the check asks the job for its first run's ``training.RunSpec`` (``measure.specs``, what the job
+trains: the model initialized and pruned, the data on the device, the recipe and the loss). So a
+new training experiment is timed without a line here, and a model is never described twice.
 
 Then, on that model:
 
-* the engine (``training.fit``: data on the device, augmentation there, the recipe's precision and
+* the engine (``training.train_runs``, the run alone: data on the device, augmentation there, the recipe's precision and
   layout, its step's engine in ``engine``): one epoch of warm-up steps and one timed epoch,
   ``train_seconds`` of the second (eager, compiled and graphed side by side: the engines stage);
 * evaluation: seconds per test image (``training.evaluate``, the recipe's eval batch);
@@ -26,14 +26,11 @@ training set) times the seconds per step, plus an evaluation of the real test se
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import logging
 import math
-import sys
 import time
-from dataclasses import dataclass, field, replace
-from unittest import mock
+from dataclasses import dataclass, field, fields, replace
 
 import pandas as pd
 import torch
@@ -50,7 +47,7 @@ class Family:
     model: str
     dataset: str
     recipe: str
-    start: object  # () -> None: runs the job until it reaches ``fit``
+    spec: object  # () -> training.RunSpec: the first run of its job, built
     experiments: list[str] = field(default_factory=list)
     paper: dict = field(default_factory=dict)  # model, epochs, steps per run at the paper scale
     depth: float = math.nan  # the depth of the run it times, where runs of the family differ in depth
@@ -61,7 +58,7 @@ class Family:
 
 
 def families(config: dict, scale: str, device) -> dict[tuple[str, str, str], Family]:
-    """Every family of the paper DAG, with a way to start its job at ``scale`` (smoke or quick)."""
+    """Every family of the paper DAG, with a way to build the run it times at ``scale`` (smoke or quick)."""
     from ..pipeline import catalogue, smoke
     from ..pipeline.config import settings, training_settings
     from ..pipeline.plan import run_depth, run_family
@@ -74,12 +71,12 @@ def families(config: dict, scale: str, device) -> dict[tuple[str, str, str], Fam
         parts = e.parts(s)
         for key in keys:
             for i, run in enumerate(parts[key]["runs"].values() if e.trains else []):
-                # the job stops at its first run's fit: a later run of another family has no way in
+                # a job's first run is the one timed: a later run of another family has no way in
                 model, dataset, recipe = run_family(exp, s, run)
                 fam = found.setdefault((model, dataset, recipe["name"]), Family(
                     model, dataset, recipe["name"], None, paper=_paper_run(paper, exp, model, dataset)))
-                if fam.start is None and i == 0:  # the run the job times: its first
-                    fam.start, fam.depth = _job(e, s, key, device), run_depth(s, run)
+                if fam.spec is None and i == 0:  # the run the job times: its first
+                    fam.spec, fam.depth = _job(e, s, key, device), run_depth(s, run)
                 if exp not in fam.experiments:
                     fam.experiments.append(exp)
             for spec, arch, r in e.trained(s, key):
@@ -93,14 +90,14 @@ def families(config: dict, scale: str, device) -> dict[tuple[str, str, str], Fam
 
 
 def _job(e, s, key, device):
-    return lambda: e.measure(s, key, str(device))
+    return lambda: e.measure.specs(s, key, str(device), first=1)[0]
 
 
 def _train_net(spec, ts, arch, run, device):
     from ..pipeline.catalogue import trainer
 
     lr_train = trainer(spec)
-    return lambda: lr_train.train_classifier(ts, arch, lr_train.run_seed(ts, arch, run), str(device))
+    return lambda: lr_train.classifier_spec(ts, arch, lr_train.run_seed(ts, arch, run), str(device))
 
 
 def _paper_run(paper: dict, exp: str, model: str, dataset: str) -> dict:
@@ -119,41 +116,15 @@ def _paper_spec(ts: dict) -> dict:
     return run_steps(ts["recipe"], ts["dataset"]) | {"declared_hours": hours(TRAIN["runtime"])}
 
 
-# --- stopping a job at fit -----------------------------------------------------------------------
-
-
-class Caught(Exception):
-    """Raised in place of training: the job has built everything ``fit`` needs."""
-
-
-@contextlib.contextmanager
-def caught_at_fit():
-    """Within, ``fit`` as the experiment modules call it records its arguments and raises ``Caught``."""
-    from .. import training
-
-    taken: dict = {}
-
-    def take(model, train, test, recipe, **kw):
-        taken.update(model=model, train=train, test=test, recipe=recipe, **kw)
-        raise Caught
-
-    modules = [m for name, m in list(sys.modules.items())
-               if name.startswith("reluinit.experiments") and getattr(m, "fit", None) is training.fit]
-    with contextlib.ExitStack() as stack:
-        for m in modules:
-            stack.enter_context(mock.patch.object(m, "fit", take))
-        yield taken
+# --- the run a family times ----------------------------------------------------------------------
 
 
 def capture(family: Family) -> dict:
-    if family.start is None:
+    """The fields of the family's run (``training.RunSpec``), as the job builds it."""
+    if family.spec is None:
         raise RuntimeError(f"{family.name}: no smoke job starts with a run of it (only the first run of a job is timed)")
-    with caught_at_fit() as taken:
-        try:
-            family.start()
-        except Caught:
-            return taken
-    raise RuntimeError(f"{family.name}: its job ended without calling fit")
+    spec = family.spec()
+    return {f.name: getattr(spec, f.name) for f in fields(spec)}
 
 
 # --- timing --------------------------------------------------------------------------------------

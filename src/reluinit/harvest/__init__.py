@@ -160,14 +160,16 @@ def _benchmark(results: Path, name: str, seconds: float) -> None:
 
 
 def run_part(config: dict, scale: str, results: Path, exp: str, part: str, device: str, threads: int,
-             masks: list[str] | None = None) -> None:
+             masks: list[str] | None = None, control=None) -> None:
     """One training part, as the workflow's ``train_part`` job runs it (``steps.measure``), with
-    ``masks`` (``part_masks``, made here when not given) where the experiment prunes."""
+    ``masks`` (``part_masks``, made here when not given) where the experiment prunes, under
+    ``control`` (a ``training.Control``: the harvest's deadline and budget stop)."""
     if masks is None:
         masks = part_masks(config, scale, results, exp, part, device, threads)
     steps.measure(exp, part, settings(config, exp, scale), [], paths.part(str(results), exp, part), masks,
                   paths.log(str(results), f"{catalogue.paper_of(exp)}/{exp}/{part}"), config=config, scale=scale,
-                  device=device, threads=threads, checkpoints=paths.checkpoints(str(results), exp, part))
+                  device=device, threads=threads, checkpoints=paths.checkpoints(str(results), exp, part),
+                  control=control)
 
 
 def commit() -> str:
@@ -228,10 +230,11 @@ def harvest(budget_s: float, data_dir: str | Path, out: str | Path, device: str 
                 continue
             t0 = time.monotonic()
             try:
-                with stopped_at(deadline), training.deadline(deadline):
+                control = training.Control(deadline)
+                with stopped_at(deadline, control):
                     masks = part_masks(config, scale, results, exp, part, device, threads)  # own benchmark files
                     t0 = time.monotonic()
-                    run_part(config, scale, results, exp, part, device, threads, masks)
+                    run_part(config, scale, results, exp, part, device, threads, masks, control)
                 status, note = "finished", ""
                 seconds = time.monotonic() - t0
                 _benchmark(results, f"{catalogue.paper_of(exp)}/{exp}/{part}", seconds)
@@ -260,21 +263,21 @@ class BudgetEnded(BaseException):
 
 
 @contextlib.contextmanager
-def stopped_at(at: float) -> Iterator[None]:
+def stopped_at(at: float, control) -> Iterator[None]:
     """Inside, ``BudgetEnded`` is raised at ``at`` (``time.monotonic()``) wherever the part is,
     between two of torch's operations: the harvest ends within its budget plus one operation, not one
     epoch (an epoch of RP-T4's depth-100 CNN is over an hour on a CPU). Every file a part writes is
     written atomically and sealed (``integrity.write_atomic``), and the checkpoints of a stack's runs
-    are written all or none (``training.uninterrupted``: the stop waits for the last), so what the
-    stop cuts is only the epoch in progress; its last checkpoint resumes the run. Outside the main
-    thread (no signals) the part stops at the end of an epoch instead (``training.deadline``)."""
+    are written all or none (``control``, the part's ``training.Control``: the stop waits in its
+    ``uninterrupted``), so what the stop cuts is only the epoch in progress; its last checkpoint
+    resumes the run. Outside the main thread (no signals) the part stops at the end of an epoch
+    instead (the control's deadline)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    from .. import training
 
     def stop(signum, frame):
-        training.interrupt(BudgetEnded("out of time: stopped at the budget's end, mid-epoch; its last epoch's "
+        control.interrupt(BudgetEnded("out of time: stopped at the budget's end, mid-epoch; its last epoch's "
                                        "checkpoint resumes it (before its first epoch's, it starts again)"))
 
     previous = signal.signal(signal.SIGALRM, stop)

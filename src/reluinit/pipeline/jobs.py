@@ -4,6 +4,7 @@ result files (sealed: ``reluinit.integrity``)."""
 from __future__ import annotations
 
 import errno
+import functools
 import io
 import logging
 import os
@@ -86,20 +87,29 @@ def _kept_unless_finished(log_path: Path) -> logging.Handler:
     return attempt
 
 
-def _log_stopped(signum, frame) -> None:
+def stopped_into(control):
+    """``control`` (a ``training.Control``) made the one that SIGTERM stops: while its runs save an
+    epoch (``Control.uninterrupted``) the job ends once the last of them is saved (``_log_stopped``).
+    Returned, for the job to hand to its trainer."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, functools.partial(_log_stopped, control=control))
+    return control
+
+
+def _log_stopped(signum, frame, control=None) -> None:
     """SIGTERM (SLURM's time limit, ``scancel``, preemption): the job's log says what stopped it and
     what to do, the line the run's final words repeat, then the job ends: as the signal would have
-    ended it, or, while a stack's runs save an epoch (``training.uninterrupted``), with exit status
-    128 + the signal once the last of them is saved, so that they resume together, in the stack
-    they left (SLURM's KillWait, 30 s by default, leaves time for it)."""
+    ended it, or, while a stack's runs save an epoch (``control``'s ``uninterrupted``, the
+    ``training.Control`` the job's trainer received: ``stopped_into``), with exit status 128 + the
+    signal once the last of them is saved, so that they resume together, in the stack they left
+    (SLURM's KillWait, 30 s by default, leaves time for it)."""
     logging.getLogger("reluinit").error(
         "%sthis job was stopped by %s (a SLURM time limit, scancel or preemption): run the same snakemake command "
         "again, and a training job resumes from its last checkpoint; if it met its time limit again, raise its "
         "experiment's `runtime` under `resources:` (config.yaml, or a --configfile over it)", TODO_PREFIX,
         signal.Signals(signum).name)
-    training = sys.modules.get("reluinit.training")
-    if training is not None and training.holding():
-        training.interrupt(SystemExit(128 + signum))
+    if control is not None and control.holding():
+        control.interrupt(SystemExit(128 + signum))
         return
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)

@@ -15,10 +15,13 @@ from .shared import take
 
 
 def measure(exp_id: str, job: str, s: dict, inputs: list, output: str, masks_files: list, log_path: str, *,
-            config: dict, scale: str, device: str, threads: int, checkpoints: str | None = None) -> None:
+            config: dict, scale: str, device: str, threads: int, checkpoints: str | None = None,
+            control=None) -> None:
     """One experiment's job ``job`` (a part, or ``plan.ALL_PARTS``): its parts in order, each
     seeing the job's inputs less the other parts' trained nets and masks (its own in its order),
-    and their rows written to ``output``. ``checkpoints``: where a training part resumes from."""
+    and their rows written to ``output``. ``checkpoints``: where a training part resumes from;
+    ``control``: its runs' ``training.Control`` (the harvest's, with its deadline; by default a
+    fresh one, which SIGTERM stops: ``jobs.stopped_into``)."""
     log = jobs.start(log_path, threads)
     jobs.verified(list(inputs) + list(masks_files))  # trained nets and masks: whole, or the job stops naming one
     exp = catalogue.get(exp_id)
@@ -31,7 +34,13 @@ def measure(exp_id: str, job: str, s: dict, inputs: list, output: str, masks_fil
     for key in keys:
         log.info("%s part %s at the %s scale: %s", exp_id, key, scale, s)
         others = set().union(*(own[k] for k in keys if k != key)) - own[key]
-        extra = {"checkpoints": checkpoints} if exp.trains else {}
+        extra = {}
+        if exp.trains:
+            if control is None:
+                from ..training import Control
+
+                control = Control()
+            extra = {"checkpoints": checkpoints, "control": jobs.stopped_into(control)}
         if key in masks:
             extra["masks"] = masks[key]
         with _one_writer(exp, results, exp_id, key, log):

@@ -31,8 +31,8 @@ the weights ranked between the two counts), the ties at its threshold (its score
 it) and the rest. ``--same-count`` gives its
 pruners our count, every round, to show what is left.
 
-``training``: seconds to train K small nets of the papers one by one (``training.fit``) and as one
-stacked model (``ensemble.run_together``), the ratio, and the largest relative difference of any
+``training``: seconds to train K small nets of the papers one by one and as one stacked model
+(``training.train_runs`` of their ``RunSpec``s, ``How(stack="never")`` and ``"always"``), the ratio, and the largest relative difference of any
 weight between the two (float rounding: a batched product rounds differently; the same on 2 runs
 in float64, where it is rounding of 1e-16 grown by training alone): TG-F6's 20 MLPs,
 RP-F3's 27 depth-20 and depth-100 tanh nets (each with its own mask) and EP-F7's 3 nets that train
@@ -487,22 +487,20 @@ ENSEMBLES = [
 ]
 
 
-def _ensemble_runs(case, device, data, steps: int, dtype=torch.float32):
-    """A function training run ``seed`` of one case as ``training_jobs`` would: its own seed (and
-    its own random mask at one of RP-F3's nine sparsities), on ``data``; returns the model."""
+def _ensemble_specs(case, device, data, steps: int, dtype=torch.float32):
+    """A function giving run ``seed`` of one case as a job would build it (``training.RunSpec``):
+    its own seed (and its own random mask at one of RP-F3's nine sparsities), on ``data``."""
     from ..inits import init_point
     from ..models import build
     from ..pruning import apply_masks
-    from ..training import Recipe, fit
+    from ..training import Recipe, RunSpec
 
     name, activation, width, depth, point, recipe, _, _ = case
     sigma_w, sigma_b = point or init_point("eoc", activation, 0.2)[1:]
     recipe = Recipe(**recipe, iterations=steps, schedule="constant", check_every=100)
     train, test = data
 
-    def run(seed: int):
-        """Trains run ``seed``; its training seconds (the steps alone, no start or evaluation) go to
-        ``run.trained[seed]``."""
+    def spec(seed: int) -> RunSpec:
         model = build("ffnn", 10, (1, 28, 28), activation, width=width, depth=depth)
         initialize(model, "sigma", sigma_w=sigma_w, sigma_b=sigma_b, seed=seed)
         model.to(device, dtype)
@@ -514,12 +512,19 @@ def _ensemble_runs(case, device, data, steps: int, dtype=torch.float32):
         if name.startswith("EP"):
             for i, p in enumerate(model.parameters()):
                 p.requires_grad_(i in (2, 3))  # W^(1) and its bias
-        result = fit(model, train, test, recipe, seed=seed)
-        run.trained[seed] = sum(h["train_seconds"] for h in result.history if h["epoch"] > 0)
-        return model
+        return RunSpec(model, train, test, recipe, seed)
 
-    run.trained = {}
-    return run
+    return spec
+
+
+def _trained(specs: list, stack: str) -> tuple[list, float]:
+    """``specs`` trained (``training.train_runs``; ``stack``: ``"never"``, one by one, or
+    ``"always"``, as one stack): their models, and the seconds of their optimizer steps alone (no
+    start or evaluation; a stack's shared among its runs)."""
+    from ..training import How, train_runs
+
+    runs = train_runs(specs, How(stack=stack))
+    return [s.model for s in specs], sum(h["train_seconds"] for r in runs for h in r.history if h["epoch"] > 0)
 
 
 def products_rate(widths: list[int], k: int, batch: int, device, repeats: int = 3) -> tuple[float, float]:
@@ -553,12 +558,11 @@ def products_rate(widths: list[int], k: int, batch: int, device, repeats: int = 
 
 def ensemble_rows(device, steps: int, only=None, k: int | None = None, repeats: int = 1, float64: bool = True):
     """One row per net of ``ENSEMBLES`` (those whose names start with one of ``only``), each as soon
-    as it is measured: K runs timed one by one (``training.fit``) and as one stack
-    (``ensemble.run_together``, ``always``), the best
+    as it is measured: K runs (``training.RunSpec``) timed one by one and as one stack
+    (``training.train_runs``, ``How(stack="always")``), the best
     of ``repeats`` interleaved timings, and the largest relative weight difference (fp32, and with
     ``float64`` the same on 2 runs in float64). What ``benchmark training`` prints and the GPU
     check's ``ensembles`` stage writes."""
-    from ..ensemble import run_together
     from ..training import DeviceData
 
     device = resolve_device(device)
@@ -576,21 +580,22 @@ def ensemble_rows(device, steps: int, only=None, k: int | None = None, repeats: 
             return (DeviceData(x, y, device, mean=zero, std=one, dtype=dtype),
                     DeviceData(x[:1000], y[:1000], device, mean=zero, std=one, dtype=dtype))
 
-        run = _ensemble_runs(case, device, data(torch.float32), steps)
-        run_together([10**6, 10**6 + 1], run, always=True)  # warm-up: both paths, allocator, kernels
+        spec = _ensemble_specs(case, device, data(torch.float32), steps)
+        _trained([spec(10**6), spec(10**6 + 1)], "always")  # warm-up: both paths, allocator, kernels
+        _trained([spec(10**6)], "never")
         t_alone = t_together = train_alone = train_together = float("inf")
         for _ in range(repeats):  # the best of interleaved repeats: a busy machine only slows one
+            specs = [spec(seed) for seed in range(n_runs)]
             _sync()
             t0 = time.perf_counter()
-            alone = [run(seed) for seed in range(n_runs)]
+            alone, seconds = _trained(specs, "never")
             _sync()
-            t_alone = min(t_alone, time.perf_counter() - t0)
-            train_alone = min(train_alone, sum(run.trained[seed] for seed in range(n_runs)))
+            t_alone, train_alone = min(t_alone, time.perf_counter() - t0), min(train_alone, seconds)
+            specs = [spec(seed) for seed in range(n_runs)]
             t0 = time.perf_counter()
-            together = run_together(list(range(n_runs)), run, always=True)
+            together, seconds = _trained(specs, "always")
             _sync()
-            t_together = min(t_together, time.perf_counter() - t0)
-            train_together = min(train_together, sum(run.trained[seed] for seed in range(n_runs)))  # shares of one stack
+            t_together, train_together = min(t_together, time.perf_counter() - t0), min(train_together, seconds)
         # ``ratio`` counts each run's start and evaluation, which stacking does not shorten;
         # ``training_ratio`` the optimizer steps alone, what a long run spends its time on
         # the ceiling: the step's products alone, timed in the same run
@@ -606,14 +611,14 @@ def ensemble_rows(device, steps: int, only=None, k: int | None = None, repeats: 
                    max_rel_difference=_largest_difference(alone, together), max_rel_difference_float64=float("nan"),
                    differ_by=case[7], device=str(device))
         if float64:  # what is left of the difference when rounding is 1e-16
-            run64 = _ensemble_runs(case, device, data(torch.float64), steps, torch.float64)
-            row["max_rel_difference_float64"] = _largest_difference([run64(0), run64(1)],
-                                                                    run_together([0, 1], run64, always=True))
+            spec64 = _ensemble_specs(case, device, data(torch.float64), steps, torch.float64)
+            row["max_rel_difference_float64"] = _largest_difference(
+                _trained([spec64(0), spec64(1)], "never")[0], _trained([spec64(0), spec64(1)], "always")[0])
         yield row
 
 
 def ensembles(a) -> None:
-    """K runs one by one (``training.fit``) and as one stack (``ensemble.run_together``)."""
+    """K runs one by one and as one stack (``training.train_runs``)."""
     print(f"device {resolve_device(a.device)}, {torch.get_num_threads()} threads, {a.steps} steps per run, "
           f"MNIST-shaped random data, best of {a.repeats}")
     print(f"{'nets':17s} {'K':>3s} {'one by one':>11s} {'ensemble':>9s} {'ratio':>6s} {'steps alone':>11s} "
