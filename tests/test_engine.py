@@ -16,9 +16,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from reluinit import engine, inits, models
-from reluinit.ensemble import run_together
+from reluinit.engine import run_loss
 from reluinit.pruning import apply_masks
-from reluinit.training import DeviceData, Recipe, cross_entropy, fit, run_loss
+from reluinit.training import DeviceData, How, Recipe, RunSpec, cross_entropy, fit, train_runs
 
 FP32, FP64 = 1e-4, 1e-10
 
@@ -118,13 +118,11 @@ def test_a_compiled_stack_trains_as_an_eager_one():
         recipe = Recipe(optimizer="sgd", lr=0.01, momentum=0.9, weight_decay=5e-4, batch_size=16, epochs=2,
                         schedule="constant", compile=compile)
 
-        def run(i, recipe=recipe):
-            m = copy.deepcopy(base[i][0])
-            fit(m, train, test, recipe, seed=i)
-            return m
-
+        specs = [RunSpec(copy.deepcopy(base[i][0]), train, test, recipe, i) for i in range(3)]
         with torch._dynamo.config.patch(error_on_recompile=True):
-            trained[compile] = run_together([0, 1, 2], run, always=True)
+            runs = train_runs(specs, How(stack="always"))
+        assert {h["engine"] for r in runs for h in r.history} == {f"stacked {'compiled' if compile else 'eager'}"}
+        trained[compile] = [spec.model for spec in specs]
     torch._dynamo.reset()
     for (model, masks), eager, compiled in zip(base, trained[False], trained[True]):
         assert _largest_difference(eager, compiled) <= FP32

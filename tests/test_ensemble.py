@@ -1,5 +1,6 @@
-"""Ensembles (``reluinit.ensemble``): K runs trained as one stack equal the same K runs trained one by
-one (``training.fit``), run by run: data order, masks, stopping rule, divergence, checkpoints.
+"""Ensembles (``reluinit.ensemble``): K runs (``training.RunSpec``) trained as one stack equal the same
+K runs trained one by one (``training.train_runs``), run by run: data order, masks, stopping rule,
+divergence, checkpoints.
 
 Each family that stacks is compared on the bundled digits (8x8, the quick scale's MNIST) for at
 least 100 steps: weights within float rounding (fp32: relative 1e-5; float64: 1e-12), the same
@@ -13,11 +14,10 @@ import pytest
 import torch
 
 from reluinit import datasets, pruning
-from reluinit.ensemble import fit_together, pays, run_together, signature, stackable
 from reluinit.experiments import ensembled
 from reluinit.inits import initialize
 from reluinit.models import build
-from reluinit.training import Checkpoint, Deferred, DeviceData, Recipe, deferring, fit
+from reluinit.training import Checkpoint, DeviceData, How, Recipe, RunSpec, pays, plan, signature, stackable, train_runs
 
 torch.set_num_threads(1)
 
@@ -43,9 +43,9 @@ FAMILIES = {
 
 def _job(family, float64=False, epochs=4, stops=None, seeds=(1, 2, 3), mask_seeds=None, check_every=100,
          checkpoints=None, hook=None, blow=None):
-    """The runs of one job of ``family`` and a function that trains one of them: build, initialize,
-    prune (its own mask), ``fit``; returns (model, Run, masks). ``stops``: each run's target
-    accuracy; ``blow``: the run that starts with an infinite weight."""
+    """The runs of one job of ``family`` and a function that makes the spec of one of them: build,
+    initialize, prune (its own mask); trained, its result is (model, Run, masks). ``stops``: each
+    run's target accuracy; ``blow``: the run that starts with an infinite weight."""
     name, act, width, depth, sigma_w, sigma_b, opt, masked, layer = FAMILIES[family]
     recipe = Recipe(**opt, batch_size=32, epochs=epochs, schedule="step", check_every=check_every)
     train, test = (TRAIN64, TEST64) if float64 else (TRAIN, TEST)
@@ -71,21 +71,18 @@ def _job(family, float64=False, epochs=4, stops=None, seeds=(1, 2, 3), mask_seed
                 next(model.parameters()).mul_(math.inf)
         stop = stops[i]
         ckpt = Checkpoint(checkpoints / f"run{i}.pt", {"seed": seeds[i]}) if checkpoints else None
-        run = fit(model, train, test, recipe, seed=seeds[i], masks=masks, checkpoint=ckpt,
-                  on_epoch=(lambda epoch, m: hook(i, epoch, m)) if hook else None,
-                  stop_when=None if stop is None else (lambda row: row["test_acc"] >= stop))
-        return model, run, masks
+        return RunSpec(model, train, test, recipe, seeds[i], ckpt, masks,
+                       on_epoch=(lambda epoch, m: hook(i, epoch, m)) if hook else None,
+                       stop_when=None if stop is None else (lambda row: row["test_acc"] >= stop),
+                       then=lambda run: (model, run, masks))
 
     return list(range(len(seeds))), one
 
 
-def _record(one, runs) -> list:
-    """The ``fit`` calls of ``runs``, recorded (``deferring``), none trained."""
-    with deferring() as calls:
-        for i in runs:
-            with pytest.raises(Deferred):
-                one(i)
-    return calls
+def _train(one, runs, stack: str = "auto") -> list:
+    """The runs' specs trained (``How(stack=...)``: ``"never"``, one by one), their results in order."""
+    specs = [one(i) for i in runs]
+    return [spec.result(run) for spec, run in zip(specs, train_runs(specs, How(stack=stack)))]
 
 
 def _differences(alone, together) -> float:
@@ -120,11 +117,10 @@ def test_a_stack_trains_each_run_as_it_trains_alone(family):
     float64 = family in ("LR", "RP-T4")
     target = 0.12 if family == "RP-T4" else 0.3  # run 0 meets it after an epoch or two
     runs, one = _job(family, float64=float64, stops=[target, 2.0, 2.0])
-    alone = [one(i) for i in runs]
-    calls = _record(one, runs)
-    assert len(calls) == 3 and all(stackable(c) is None for c in calls)
-    assert len({signature(c) for c in calls}) == 1
-    together = run_together(runs, one, always=True)  # RP-T4's cnn stacks on a GPU only (``pays``)
+    alone = _train(one, runs, "never")
+    specs = [one(i) for i in runs]
+    assert all(stackable(c) is None for c in specs) and len({signature(c) for c in specs}) == 1
+    together = _train(one, runs, "always")  # RP-T4's cnn stacks on a GPU only (``pays``)
     assert together[1][1].final["step"] >= 100  # at least 100 steps
     assert alone[0][1].final["epoch"] < 4 == alone[1][1].final["epoch"]  # run 0 met its target early
     assert _differences(alone, together) <= (1e-12 if float64 else 1e-5)
@@ -140,21 +136,22 @@ def test_a_stacked_leaky_relu_net_trains_at_its_own_slope_as_it_does_alone():
         model.negative_slope = slope
         initialize(model, "sigma", sigma_w=1.4, sigma_b=0.01, seed=i + 1)
         model.double()
-        return model, fit(model, TRAIN64, TEST64, recipe, seed=i + 1), None
+        return RunSpec(model, TRAIN64, TEST64, recipe, i + 1, then=lambda run: (model, run, None))
 
     runs = [0, 1, 2]
-    alone = [one(i) for i in runs]
-    together = run_together(runs, one, always=True)
+    alone = _train(one, runs, "never")
+    together = _train(one, runs, "always")
     assert together[0][1].final["step"] >= 100
     assert _differences(alone, together) <= 1e-12
-    calls = _record(one, runs) + _record(lambda i: one(i, slope=0.01), runs)
-    assert len({signature(c) for c in calls}) == 2
+    specs = [one(i) for i in runs] + [one(i, slope=0.01) for i in runs]
+    assert len({signature(c) for c in specs}) == 2
+    assert plan(specs) == [([0, 1, 2], True), ([3, 4, 5], True)]
 
 
 def test_the_stacks_of_a_deep_tanh_net_agree_in_float64():
     """Where fp32 rounding grows through depth, float64 shows the stack computes the same thing."""
     runs, one = _job("RP-F3", float64=True)
-    assert _differences([one(i) for i in runs], run_together(runs, one)) <= 1e-12
+    assert _differences(_train(one, runs, "never"), _train(one, runs)) <= 1e-12
 
 
 @pytest.mark.parametrize("leak", ["seed", "mask", "stopping rule"])
@@ -168,13 +165,13 @@ def test_a_leak_fails(leak):
     runs, one = _job(family, **base)
     _, mixed = _job(family, **swap)
     with pytest.raises(AssertionError):
-        assert _differences([one(i) for i in runs], run_together(runs, mixed)) <= 1e-5
+        assert _differences(_train(one, runs, "never"), _train(mixed, runs)) <= 1e-5
 
 
 def test_a_run_that_diverges_leaves_the_stack_and_the_others_go_on():
     runs, one = _job("TG-F6", check_every=5, blow=1)  # run 1's loss is NaN from its first step
-    alone = [one(i) for i in runs]
-    together = run_together(runs, one)
+    alone = _train(one, runs, "never")
+    together = _train(one, runs)
     assert [r.diverged for _, r, _ in together] == [False, True, False]
     assert together[1][1].final["step"] == 5 and together[1][1].final["test_acc"] == pytest.approx(0.1)
     assert together[0][1].final["epoch"] == 4
@@ -183,7 +180,7 @@ def test_a_run_that_diverges_leaves_the_stack_and_the_others_go_on():
 
 def test_a_stack_interrupted_resumes_each_run_from_its_own_checkpoint(tmp_path):
     """Killed after an epoch, a job resumes: every run from its checkpoint, the same final weights as
-    a stack that was never interrupted, bit for bit; checkpoints load in ``fit`` as its own."""
+    a stack that was never interrupted, bit for bit; a run alone reads them as its own."""
     class Killed(Exception):
         pass
 
@@ -196,39 +193,45 @@ def test_a_stack_interrupted_resumes_each_run_from_its_own_checkpoint(tmp_path):
     (tmp_path / "a").mkdir()
     _, killed = _job("RP-F3", checkpoints=tmp_path / "a", hook=kill_at_2)
     with pytest.raises(Killed):
-        run_together(runs, killed)
+        _train(killed, runs)
     assert all(torch.load(tmp_path / "a" / f"run{i}.pt", weights_only=True)["history"][-1]["epoch"] == 1
                for i in runs)
-    resumed = run_together(runs, one)
+    resumed = _train(one, runs)
     (tmp_path / "b").mkdir()
     _, fresh = _job("RP-F3", checkpoints=tmp_path / "b")
-    uninterrupted = run_together(runs, fresh)
+    uninterrupted = _train(fresh, runs)
     for (m1, r1, _), (m2, r2, _) in zip(resumed, uninterrupted):
         assert all(torch.equal(p, q) for p, q in zip(m1.state_dict().values(), m2.state_dict().values()))
         assert [h["epoch"] for h in r1.history] == [h["epoch"] for h in r2.history] == [0, 1, 2, 3, 4]
-    # fit alone reads a stacked run's checkpoint as its own: finished, it trains no further
-    model, run, _ = one(0)
+    # a run alone reads a stacked run's checkpoint as its own: finished, it trains no further
+    model, run, _ = _train(one, [0], "never")[0]
     assert run.final["epoch"] == 4 and torch.equal(model.layers[0].weight, resumed[0][0].layers[0].weight)
 
 
 def test_runs_at_different_epochs_train_in_separate_stacks(tmp_path):
     runs, one = _job("TG-F6", checkpoints=tmp_path)
-    one(0)  # run 0 finished alone; runs 1 and 2 start afresh
-    states = fit_together(_record(one, runs))
-    assert [s["history"][-1]["epoch"] for s in states] == [4, 4, 4]
-    assert len(states[0]["history"]) == 5
+    _train(one, [0], "never")  # run 0 finished alone; runs 1 and 2 start afresh
+    done = _train(one, runs)
+    assert [r.final["epoch"] for _, r, _ in done] == [4, 4, 4]
+    assert len(done[0][1].history) == 5
+    assert {h["engine"] for _, r, _ in done[1:] for h in r.history} == {"stacked eager"}
 
 
 def test_what_does_not_stack_trains_alone_and_a_recipe_can_turn_it_off():
     runs, one = _job("TG-F6")
-    calls = _record(one, [0])
-    calls[0].model.add_module("bn", torch.nn.BatchNorm1d(3))
-    assert "batch norm" in stackable(calls[0])
-    cnn = _record(_job("RP-T4")[1], [0])[0]
-    assert pays(calls[0]) and not pays(cnn)  # on the CPU a stack of convolutions is slower
+    spec = one(0)
+    spec.model.add_module("bn", torch.nn.BatchNorm1d(3))
+    assert "batch norm" in stackable(spec)
+    cnn = _job("RP-T4")[1](0)
+    assert pays(one(0)) and not pays(cnn)  # on the CPU a stack of convolutions is slower
+    assert plan([cnn, _job("RP-T4")[1](1)]) == [([0], False), ([1], False)]
     assert ensembled({"recipe": {"name": "x"}}) and not ensembled({"recipe": {"name": "x", "ensemble": False}})
-    alone = [one(i) for i in runs]
-    off = run_together(runs, one, stack=lambda i: False)
+    alone = _train(one, runs, "never")
+    specs = [one(i) for i in runs]
+    for c in specs:
+        c.stack = False  # what ``training_jobs`` sets from a recipe's ``ensemble: false``
+    assert "ensemble: false" in stackable(specs[0]) and plan(specs) == [([0], False), ([1], False), ([2], False)]
+    off = [c.result(r) for c, r in zip(specs, train_runs(specs))]
     assert _differences(alone, off) == 0.0
 
 

@@ -65,8 +65,8 @@ def test_a_part_stopped_by_the_budget_travels_with_the_reference_and_resumes_to_
     config.update(data_dir=str(tmp_path / "data"), scale="quick")
     whole, cut, moved = (tmp_path / name / "quick" for name in ("whole", "cut", "moved"))
     config["results"] = str(cut.parent)
-    with training.deadline(time.monotonic()), pytest.raises(training.OutOfTime, match="checkpoint"):
-        harvest.run_part(config, "quick", cut, "TG-F6", "group0", "cpu", 1)
+    with pytest.raises(training.OutOfTime, match="checkpoint"):
+        harvest.run_part(config, "quick", cut, "TG-F6", "group0", "cpu", 1, control=training.Control(time.monotonic()))
     assert not Path(paths.part(str(cut), "TG-F6", "group0")).exists()
     assert 0 < harvest.checkpoint_mb(cut, "TG-F6", "group0") <= reference.CHECKPOINTS_MAX_BYTES / 1e6
     ref = tmp_path / "reference" / "quick"
@@ -251,9 +251,10 @@ def test_a_part_stopped_anywhere_resumes_to_the_rows_of_a_run_never_stopped(tmp_
     config, whole, cut = _tg_f6_whole(tmp_path, epochs=30)
     at, stops, mid_training = 0.3, 0, 0
     while True:
+        control = training.Control()
         try:
-            with harvest.stopped_at(time.monotonic() + at):
-                harvest.run_part(config, "quick", cut, "TG-F6", "group0", "cpu", 1)
+            with harvest.stopped_at(time.monotonic() + at, control):
+                harvest.run_part(config, "quick", cut, "TG-F6", "group0", "cpu", 1, control=control)
             break
         except harvest.BudgetEnded:
             stops += 1
@@ -296,24 +297,23 @@ def test_a_stop_between_two_runs_saves_waits_for_the_stacks_last(tmp_path, monke
 
     import torch
 
-    from reluinit import ensemble
-
     config, whole, cut = _tg_f6_whole(tmp_path)
-    save, signalled = ensemble._Member.save, []
+    save, signalled = training._Member.save, []
 
     def save_then_signal(member):
         save(member)
         if member.run.final["epoch"] == 2 and not signalled:
-            signalled.append(member.call.checkpoint.path)
+            signalled.append(member.spec.checkpoint.path)
             os.kill(os.getpid(), signal.SIGALRM)  # the budget's end, as its timer sends it
 
-    monkeypatch.setattr(ensemble._Member, "save", save_then_signal)
+    monkeypatch.setattr(training._Member, "save", save_then_signal)
+    control = training.Control()
     with pytest.raises(harvest.BudgetEnded):
-        with harvest.stopped_at(time.monotonic() + 3600):
-            harvest.run_part(config, "quick", cut, "TG-F6", "group0", "cpu", 1)
+        with harvest.stopped_at(time.monotonic() + 3600, control):
+            harvest.run_part(config, "quick", cut, "TG-F6", "group0", "cpu", 1, control=control)
     saved = sorted(signalled[0].parent.glob("*.pt"))
     assert len(saved) == 4 and {torch.load(f, weights_only=True)["history"][-1]["epoch"] for f in saved} == {2}
-    monkeypatch.setattr(ensemble._Member, "save", save)
+    monkeypatch.setattr(training._Member, "save", save)
     harvest.run_part(config, "quick", cut, "TG-F6", "group0", "cpu", 1)
     _same_rows(whole, cut)
 

@@ -467,7 +467,8 @@ def test_sigterm_while_a_stack_saves_waits_for_its_last_save(tmp_path):
 
     log = tmp_path / "job.log"
     code = (f"import time\nfrom reluinit import training\nfrom reluinit.pipeline import jobs\n"
-            f"jobs.start({str(log)!r}, threads=None)\nwith training.uninterrupted():\n"
+            f"jobs.start({str(log)!r}, threads=None)\ncontrol = jobs.stopped_into(training.Control())\n"
+            "with control.uninterrupted():\n"
             "    print('saving', flush=True)\n    time.sleep(2)\n    print('saved', flush=True)\n"
             "print('after', flush=True)\ntime.sleep(60)\n")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)

@@ -40,7 +40,7 @@ def test_an_architectures_runs_train_stacked_as_each_trains_alone(tmp_path, capl
     runs = [0, 1, 2]
     alone = [lr_train.train_classifier(spec, "d2w16", lr_train.run_seed(spec, "d2w16", r), "cpu", run=r) for r in runs]
     paths = [tmp_path / f"d2w16-run{r}.pt" for r in runs]
-    with caplog.at_level("INFO", logger="reluinit.ensemble"):
+    with caplog.at_level("INFO", logger="reluinit.training"):
         together = lr_train.train_runs(spec, "d2w16", runs, "cpu", resume=paths)
     assert "training 3 runs as one stack" in caplog.text
     for a, b in zip(alone, together):
@@ -57,7 +57,7 @@ def test_an_architectures_runs_train_stacked_as_each_trains_alone(tmp_path, capl
     assert all(torch.equal(u, v) for a, b in zip(together, again) for u, v in zip(a[-1]["weights"], b[-1]["weights"]))
     off = {**spec, "recipe": {**spec["recipe"], "ensemble": False}}
     caplog.clear()
-    with caplog.at_level("INFO", logger="reluinit.ensemble"):
+    with caplog.at_level("INFO", logger="reluinit.training"):
         one_by_one = lr_train.train_runs(off, "d2w16", runs, "cpu")
     assert "as one stack" not in caplog.text
     assert all(torch.equal(u, v) for a, b in zip(alone, one_by_one) for u, v in zip(a[-1]["weights"], b[-1]["weights"]))
@@ -219,7 +219,7 @@ def test_a_random_crop_pads_with_normalised_black_and_keeps_the_image_exact():
     assert not torch.equal(out, plain)
     # an all-black raw image crops to all black, whatever the shift
     dark = DeviceData(torch.zeros(4, 3, 6, 6), torch.arange(4) % 2, "cpu", mean=mean, std=std)
-    (xb, _), = dark.batches(4, torch.Generator().manual_seed(0), augment=True, pad=3)
+    xb = dark.augment(dark.take(torch.arange(4))[0], torch.Generator().manual_seed(0), pad=3)
     assert torch.equal(xb, black.expand_as(xb))
 
 
@@ -350,29 +350,55 @@ def test_a_recipes_precision_sets_tf32_for_the_run_and_restores_it():
 
 
 def test_a_stop_inside_an_uninterrupted_block_waits_for_its_end():
-    """``interrupt`` (what the harvest's signal handler calls) raises at once outside the block and at
-    its end inside (nested blocks: the outermost's); an error of the block itself goes on, and the
-    stop it held does not fire in a later block."""
+    """A ``Control``'s ``interrupt`` (what the harvest's and a job's signal handlers call) raises at
+    once outside the block and at its end inside (nested blocks: the outermost's); an error of the
+    block itself goes on, and the stop it held does not fire in a later block; another control's
+    block does not hold it."""
     class Stop(BaseException):
         pass
 
+    control = training.Control()
     with pytest.raises(Stop):
-        training.interrupt(Stop())
+        control.interrupt(Stop())
     done = []
     with pytest.raises(Stop):
-        with training.uninterrupted():
-            with training.uninterrupted():
-                training.interrupt(Stop())
+        with control.uninterrupted():
+            with control.uninterrupted():
+                control.interrupt(Stop())
                 done.append("inner")
             done.append("outer")
     assert done == ["inner", "outer"]
     with pytest.raises(OSError):
-        with training.uninterrupted():
-            training.interrupt(Stop())
+        with control.uninterrupted():
+            control.interrupt(Stop())
             raise OSError("disk full")
-    with training.uninterrupted():
+    with control.uninterrupted():
         done.append("later")
     assert done[-1] == "later"
+    with training.Control().uninterrupted(), pytest.raises(Stop):
+        control.interrupt(Stop())
+
+
+def test_a_controls_deadline_stops_a_run_after_the_epoch_that_passes_it_and_it_resumes(tmp_path):
+    """A run with a checkpoint stops with ``OutOfTime`` after its first epoch past the deadline (its
+    checkpoint written), and resumes to the weights of a run never stopped; without a checkpoint a
+    run trains to its end."""
+    x, y = torch.randn(64, 4, dtype=torch.float64), torch.randint(0, 3, (64,))
+    data = training.DeviceData(x, y, "cpu", dtype=torch.float64)
+    recipe = training.Recipe(optimizer="sgd", lr=0.1, batch_size=16, epochs=3, schedule="constant")
+
+    def spec(path=None):
+        net = sample_mlp([4, 8, 3], "he", readout=True, seed=0, dtype=torch.float64).requires_grad_(True)
+        return training.RunSpec(net, data, data, recipe, 0, path)
+
+    past = training.Control(deadline=0.0)
+    with pytest.raises(training.OutOfTime, match="checkpoint"):
+        training.train_runs([spec(tmp_path / "a.pt")], control=past)
+    assert torch.load(tmp_path / "a.pt", weights_only=True)["history"][-1]["epoch"] == 1
+    resumed, never = spec(tmp_path / "a.pt"), spec()
+    runs = training.train_runs([resumed, never], training.How(stack="never"))
+    assert [r.final["epoch"] for r in runs] == [3, 3]
+    assert all(torch.equal(p, q) for p, q in zip(resumed.model.state_dict().values(), never.model.state_dict().values()))
 
 
 def test_a_full_disk_while_saving_a_checkpoint_is_a_full_disk_that_names_the_file(tmp_path, monkeypatch, caplog):
