@@ -525,3 +525,40 @@ def test_measuring_an_untrained_architecture_is_a_clear_error(workdir):
     run = snakemake("lr_f8", "-n", "--cores", "1", "--config", "scale=quick", cwd=workdir)
     assert run.returncode != 0
     assert "architectures ['d9w9'] are not trained by training spec 'LR-MNIST'" in run.stdout + run.stderr
+
+
+def test_an_edit_of_how_trained_nets_are_measured_reruns_the_measurement_never_the_training(tmp_path):
+    """Training and measuring trained nets are two jobs (rules `train_part` and `measure_trained`): at
+    the quick scale, after TG-F6 and EP-F18 are built, an edit of TG-F6's line growth (a measurement
+    of trained nets) plans its measuring job and no training job, and the rerun measures the
+    checkpoints the training left (the same rows, no epoch trained again); an edit of what EP-F18's
+    runs measure during training (``Experiment.during``) plans its training job. The twin: an edit
+    of code neither runs plans nothing."""
+    workdir = copy_workflow(tmp_path / "wf")
+    targets = ["tg_f6", "ep_f18"]
+    built = snakemake(*targets, "--cores", "2", "--config", "scale=quick", cwd=workdir)
+    assert built.returncode == 0, built.stderr[-2000:]
+    part = workdir / "results" / "quick" / "TG" / "TG-F6" / "group0.csv"
+    before = pd.read_csv(part)
+    src = workdir / "src" / "reluinit"
+
+    def planned():
+        run = snakemake(*targets, "-n", "--config", "scale=quick", cwd=workdir)
+        assert run.returncode == 0, run.stderr[-2000:]
+        return {} if "Nothing to be done" in run.stdout + run.stderr else _jobs(run.stdout)
+
+    _edit(src / "experiments" / "tg.py", '"""TG: trajectory growth', '"""TG (edited): trajectory growth')
+    assert planned() == {}
+    _edit(src / "experiments" / "tg_train.py", '"""Growth factor of the straight line',
+          '"""Growth factor (edited) of the straight line')
+    assert planned() == {"measure_trained": 1, "figure_tg_f6": 1, "tg_f6": 1, "total": 3}
+    rerun = snakemake("tg_f6", "--cores", "2", "--config", "scale=quick", cwd=workdir)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    log = (workdir / "results" / "quick" / "logs" / "TG" / "TG-F6" / "measured" / "group0.log").read_text()
+    assert "resumed from" in log and not re.search(r"epoch \d+/\d+", log), log[-2000:]  # read, not trained
+    after = pd.read_csv(part)
+    timing = [c for c in after.columns if "seconds" in c]
+    pd.testing.assert_frame_equal(before.drop(columns=timing), after.drop(columns=timing))
+    _edit(src / "stages.py", "def length_rows(", "def length_rows(  # edited\n    ")
+    jobs = planned()
+    assert jobs.get("train_part") == 1 and jobs.get("measure_trained") == 1 and "tg_f6" not in jobs, jobs

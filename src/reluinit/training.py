@@ -426,6 +426,7 @@ class RunSpec:
     stop_when: Callable[[dict], bool] | None = None
     stack: bool = True
     then: Callable[[Run], object] | None = None
+    name: str = ""  # the run's key in its job (logs, the job's record of trained runs)
 
     def __post_init__(self):
         self.checkpoint = as_checkpoint(self.checkpoint, seed=self.seed, recipe=asdict(self.recipe))
@@ -454,11 +455,14 @@ class How:
     """How a job's runs train, decided here once: ``stack`` ``"auto"`` (runs that can stack and
     whose nets repay it: ``plan``), ``"always"`` (every run that can, where it does not pay too: the
     benchmark's comparison) or ``"never"``; ``engine`` the step's (``engine.MODES``), or None for
-    the one the recipe's ``compile`` asks for (``engine.mode_for``, once per group of runs). The
-    threads a job computes on are set once when it starts (``pipeline.jobs.start``)."""
+    the one the recipe's ``compile`` asks for (``engine.mode_for``, once per group of runs);
+    ``train`` False: train nothing, only read finished runs from their checkpoints (a measuring
+    job: ``NotTrained`` names a run that is not). The threads a job computes on are set once when
+    it starts (``pipeline.jobs.start``)."""
 
     stack: str = "auto"
     engine: str | None = None
+    train: bool = True
 
     def __post_init__(self):
         if self.stack not in ("auto", "always", "never"):
@@ -469,6 +473,15 @@ class OutOfTime(RuntimeError):
     """Raised at the end of an epoch past a ``Control``'s deadline, once that epoch's checkpoint is
     written: called again, the run resumes from it (``reluinit.harvest``, on a machine lent for
     minutes)."""
+
+
+class NotTrained(RuntimeError):
+    """A run asked for trained (``How(train=False)``) has no finished checkpoint: ``runs`` names each
+    (its checkpoint, and the epoch it stands at)."""
+
+    def __init__(self, runs: list[str]):
+        self.runs = runs
+        super().__init__("not trained: " + "; ".join(runs))
 
 
 class Control:
@@ -613,15 +626,18 @@ class _Member:
     def finished(self, n_epochs: int) -> bool:
         return self.run.final["epoch"] >= n_epochs or stopped(self.run, self.spec.stop_when)
 
-    def start(self, n_epochs: int, engine: str) -> None:
-        """Resume from the checkpoint, or evaluate at initialization."""
+    def start(self, n_epochs: int, engine: str, fresh: bool = True) -> None:
+        """Resume from the checkpoint, or (``fresh``) evaluate at initialization; without either,
+        ``run`` stays None."""
         c = self.spec
         state = c.checkpoint.load(c.train.device) if c.checkpoint else None
         if state is not None:
             self.run = resume(self.model, self.opt, self.gen, state)
             log.info("resumed from %s at epoch %d of %d", c.checkpoint.path, self.run.final["epoch"], n_epochs)
-        else:
+        elif fresh:
             self.run = at_init(self.model, c.test, c.recipe, c.loss_fn, c.on_epoch, engine)
+        else:
+            self.run = None
 
     def save(self) -> None:
         """This run's state (``fit_state``), written to its checkpoint when it has one."""
@@ -694,7 +710,14 @@ def _train_group(specs: list[RunSpec], stacked: bool, how: How, control: Control
     # before: as each always has, so that epoch 0's numbers stay the ones committed
     with contextlib.nullcontext() if stacked else _precision(recipe, device):
         for m in members:
-            m.start(n_epochs, label)
+            m.start(n_epochs, label, fresh=how.train)
+    if not how.train:
+        untrained = [m for m in members if m.run is None or not m.finished(n_epochs)]
+        if untrained:
+            raise NotTrained([f"{m.spec.name or m.index}: {m.spec.checkpoint.path if m.spec.checkpoint else 'no checkpoint'}"
+                              + (f" (epoch {m.run.final['epoch']} of {n_epochs})" if m.run else " (none)")
+                              for m in untrained])
+        return [m.run for m in members]
     by_position: dict[tuple, list[_Member]] = {}
     for m in members:
         if not m.finished(n_epochs):

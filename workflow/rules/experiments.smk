@@ -113,18 +113,19 @@ for _name, _exps in MEASURE_GROUPS.items():
             "../scripts/measure_paper.py"
 
 
-# Training runs of an experiment: same outputs as `measure`, on a GPU on a cluster. Each run keeps
-# a checkpoint (every epoch) outside the declared outputs, so a job killed by a time limit or
-# preemption resumes where it stopped when it is rerun (the SLURM profile retries once). A
-# checkpoint carries its run's settings and is resumed only by a run of the same settings. No
-# code fingerprint here: hours of training are not redone for a library edit
-# (docs/results.md, "What reruns, and what does not").
+# Training runs of an experiment, on a GPU on a cluster: one job trains a part's runs and records
+# their final checkpoints. Each run keeps a checkpoint (every epoch) outside the declared outputs,
+# so a job killed by a time limit or preemption resumes where it stopped when it is rerun (the
+# SLURM profile retries once). A checkpoint carries its run's settings and is resumed only by a run
+# of the same settings. Its code fingerprint covers only what its runs measure during training (EP's
+# lengths per epoch, kept in the checkpoints): hours of training are not redone for any other
+# library edit (docs/results.md, "What reruns, and what does not").
 rule train_part:
-    """Train one part's runs of an experiment that trains (resumable checkpoints) and write their rows."""
+    """Train one part's runs of an experiment that trains (resumable checkpoints); record the final ones."""
     input:
         measure_inputs,
     output:
-        paths.part(RESULTS, "{exp}", "{part}", paper="{paper}"),
+        paths.trained_part(RESULTS, "{exp}", "{part}", paper="{paper}"),
     wildcard_constraints:
         exp=one_of(TRAINING),
     params:
@@ -133,6 +134,7 @@ rule train_part:
         device=config["device"],
         checkpoints=checkpoint_dir,
         masks=lambda w: masks_file(w),
+        code=lambda w: during_code(w.exp),  # what its runs measure while they train: edits retrain
     message:
         "{wildcards.exp} [{wildcards.part}]: training at the {params.scale} scale -> {output}; resources:"
         " gpu={resources.gpu} mem_mb={resources.mem_mb} runtime={resources.runtime}m"
@@ -151,6 +153,41 @@ rule train_part:
         "../../envs/science.yaml"
     script:
         "../scripts/train_part.py"
+
+
+# A training part's rows, made from the final checkpoints its training job recorded: training
+# nothing, under the code fingerprint of the experiment's measurement, so that an edit of how
+# trained nets are measured (TG-F6's line growth, EP-F6's noise) reruns this job and never training.
+rule measure_trained:
+    """Measure one training part's trained runs (from their checkpoints): its table's rows."""
+    input:
+        measure_inputs,
+        trained=paths.trained_part(RESULTS, "{exp}", "{part}", paper="{paper}"),
+    output:
+        paths.part(RESULTS, "{exp}", "{part}", paper="{paper}"),
+    wildcard_constraints:
+        exp=one_of(TRAINING),
+    params:
+        settings=lambda w: exp_settings(w.exp),
+        scale=SCALE,
+        device=config["device"],
+        checkpoints=checkpoint_dir,
+        masks=lambda w: masks_file(w),
+        code=lambda w: measure_code(w.exp),  # the library code it runs: edits rerun it, not the training
+    message:
+        "{wildcards.exp} [{wildcards.part}]: measuring its trained runs at the {params.scale} scale -> {output}"
+    log:
+        log_file("{paper}/{exp}/measured/{part}"),
+    benchmark:
+        benchmark_file("{paper}/{exp}/measured/{part}")
+    threads: MEASURE_THREADS
+    resources:
+        mem_mb=lambda w: plan.measure_trained_resources(config, w.exp, w.part)["mem_mb"],
+        runtime=plan.MEASURE["runtime"],
+    conda:
+        "../../envs/science.yaml"
+    script:
+        "../scripts/measure_trained.py"
 
 
 # The parts of an experiment (or of its source) become its tidy table and its figure in one

@@ -1,6 +1,6 @@
 # Code fingerprints: a job reruns when the library code it runs changes (a rule's `code` param).
-# Training jobs have none on purpose: they rerun on their settings
-# (docs/results.md, "What reruns, and what does not").
+# Training jobs carry only that of what their runs measure during training (during_code): they
+# rerun on their settings (docs/results.md, "What reruns, and what does not").
 
 
 def fingerprint(*label, of):
@@ -19,6 +19,12 @@ def measure_code(exp):
 def measures_code(exps):
     """The measuring code of a job of several experiments (a paper's random nets)."""
     return fingerprint("measure", *exps, of=lambda: [catalogue.get(e).measure for e in exps])
+
+
+@functools.cache
+def during_code(exp):
+    """What a training part's runs measure while they train (``Experiment.during``): none, for most."""
+    return fingerprint("during", exp, of=lambda: list(catalogue.get(exp).during))
 
 
 @functools.cache

@@ -106,7 +106,7 @@ def ensembled(settings: dict) -> bool:
     return not isinstance(recipe, dict) or bool(recipe.get("ensemble", True))
 
 
-def training_jobs(runs_of, spec_of, *, load=None, settings_of=None, prune_one=None):
+def training_jobs(runs_of, spec_of, *, load=None, settings_of=None, prune_one=None, during=()):
     """``parts`` and ``measure`` of an experiment that trains: its runs are ``runs_of(settings)``,
     grouped ``runs_per_job`` to a job (``group_runs``; with ``group_by``, only runs equal in those
     run fields share one); a job's runs are values, ``spec_of(settings, run, data, device,
@@ -115,6 +115,16 @@ def training_jobs(runs_of, spec_of, *, load=None, settings_of=None, prune_one=No
     ``ensemble: false`` keeps its runs apart), and their rows returned together in order.
     ``measure.specs(settings, key, device, checkpoints, masks, first)`` is the list of specs a job
     trains, each built once (what the GPU check times).
+
+    Training and measuring are two jobs in the workflow: ``measure.train(settings, key, device,
+    checkpoints, masks, control)`` trains a job's runs and returns the record of their final
+    checkpoints (rule ``train_part``); ``measure(..., trained=True)`` trains nothing and makes the
+    rows from those checkpoints (each spec's ``then``; rule ``measure_trained``, under the code
+    fingerprint of ``measure``: an edit of a measurement of trained nets reruns it alone). Without
+    ``trained`` (a direct call) ``measure`` trains what is not trained yet first. What a run
+    measures during training (``on_epoch``) is kept in its checkpoint by the training job:
+    ``during`` names those functions, whose code fingerprint the training job carries (an edit
+    retrains: their rows need the weights of every epoch, which no job keeps).
 
     Runs another experiment trains for this one (config ``shared``, ``own_runs``) are in no part.
 
@@ -165,20 +175,32 @@ def training_jobs(runs_of, spec_of, *, load=None, settings_of=None, prune_one=No
                 checkpoint = run_checkpoint(checkpoints, run_key, rs, {**run, "masks": masks_digest(m)})
                 spec = spec_of(rs, run, data, dev, checkpoint, masks=m)
             spec.stack = spec.stack and ensembled(rs)
+            spec.name = run_key
             out.append(spec)
         return out
 
-    def measure(s: dict, key: str, device: str = "auto", inputs=(), checkpoints: str | None = None,
-                masks: str | None = None, control=None) -> pd.DataFrame:
-        """Job ``key``'s rows: its specs trained (``control``: ``training.Control``, a deadline and
-        stops from outside), each made into rows by its ``then``."""
+    def train(s: dict, key: str, device: str = "auto", checkpoints: str | None = None, masks: str | None = None,
+              control=None) -> list[dict]:
+        """Train job ``key``'s runs (``control``: ``training.Control``, a deadline and stops from
+        outside); each run's record: its key, final epoch, whether it diverged, and its checkpoint."""
         from ..training import train_runs
 
         job = specs(s, key, device, checkpoints, masks)
         runs = train_runs(job, control=control)
+        return [{"run": spec.name, "epochs": run.final["epoch"], "diverged": run.diverged,
+                 "checkpoint": str(spec.checkpoint.path) if spec.checkpoint else None} for spec, run in zip(job, runs)]
+
+    def measure(s: dict, key: str, device: str = "auto", inputs=(), checkpoints: str | None = None,
+                masks: str | None = None, control=None, trained: bool = False) -> pd.DataFrame:
+        """Job ``key``'s rows: its specs, trained (``trained``: read from their finished checkpoints
+        only, ``training.NotTrained`` otherwise), each made into rows by its ``then``."""
+        from ..training import How, train_runs
+
+        job = specs(s, key, device, checkpoints, masks)
+        runs = train_runs(job, How(train=not trained), control=control)
         return pd.concat([spec.result(run) for spec, run in zip(job, runs)], ignore_index=True)
 
-    measure.specs = specs
+    measure.specs, measure.train, measure.during = specs, train, tuple(during)
     if prune_one is None:
         return parts, measure
 

@@ -127,7 +127,8 @@ def conv_run(s: dict, run: dict, data, device, checkpoint: Checkpoint | None) ->
                    then=rows, **kw)
 
 
-train_parts, train_measure = training_jobs(lambda s: product_runs(s, {"variant": s["variants"]}), conv_run)
+train_parts, train_measure = training_jobs(lambda s: product_runs(s, {"variant": s["variants"]}), conv_run,
+                                           during=(length_rows, sigma_w_rows))
 
 
 # --- EP-F6: noise in one layer of the trained conv net ------------------------------------------------

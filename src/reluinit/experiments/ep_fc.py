@@ -85,4 +85,5 @@ def fc_length_run(s: dict, run: dict, data, device, checkpoint: Checkpoint | Non
                    then=lambda result: run_rows(result, **columns))
 
 
-f18_parts, f18_measure = training_jobs(lambda s: product_runs(s, {}), fc_length_run)
+f18_parts, f18_measure = training_jobs(lambda s: product_runs(s, {}), fc_length_run,
+                                       during=(length_rows, sigma_w_rows))

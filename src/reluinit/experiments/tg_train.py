@@ -201,11 +201,12 @@ f6_parts, _f6_measure = training_jobs(_runs, train_and_measure, load=_load)
 
 
 def f6_measure(s: dict, key: str, device: str = "auto", inputs=(), checkpoints: str | None = None,
-               control=None) -> pd.DataFrame:
-    return _f6_measure(s, key, device, inputs, checkpoints, control=control).assign(device=str(resolve_device(device)))
+               control=None, trained: bool = False, masks: str | None = None) -> pd.DataFrame:
+    return _f6_measure(s, key, device, inputs, checkpoints, masks, control=control, trained=trained).assign(
+        device=str(resolve_device(device)))
 
 
-f6_measure.specs = _f6_measure.specs
+f6_measure.specs, f6_measure.train, f6_measure.during = _f6_measure.specs, _f6_measure.train, _f6_measure.during
 
 
 # --- figure and summary --------------------------------------------------------------------------

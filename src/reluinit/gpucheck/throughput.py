@@ -90,7 +90,7 @@ def families(config: dict, scale: str, device) -> dict[tuple[str, str, str], Fam
 
 
 def _job(e, s, key, device):
-    return lambda: e.measure.specs(s, key, str(device), first=1)[0]
+    return lambda: e.specs(s, key, str(device), first=1)[0]
 
 
 def _train_net(spec, ts, arch, run, device):

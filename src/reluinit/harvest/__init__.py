@@ -161,15 +161,19 @@ def _benchmark(results: Path, name: str, seconds: float) -> None:
 
 def run_part(config: dict, scale: str, results: Path, exp: str, part: str, device: str, threads: int,
              masks: list[str] | None = None, control=None) -> None:
-    """One training part, as the workflow's ``train_part`` job runs it (``steps.measure``), with
-    ``masks`` (``part_masks``, made here when not given) where the experiment prunes, under
-    ``control`` (a ``training.Control``: the harvest's deadline and budget stop)."""
+    """One training part, as the workflow's ``train_part`` and ``measure_trained`` jobs run it
+    (``steps.train``, then ``steps.measure``), with ``masks`` (``part_masks``, made here when not
+    given) where the experiment prunes, under ``control`` (a ``training.Control``: the harvest's
+    deadline and budget stop)."""
     if masks is None:
         masks = part_masks(config, scale, results, exp, part, device, threads)
-    steps.measure(exp, part, settings(config, exp, scale), [], paths.part(str(results), exp, part), masks,
-                  paths.log(str(results), f"{catalogue.paper_of(exp)}/{exp}/{part}"), config=config, scale=scale,
-                  device=device, threads=threads, checkpoints=paths.checkpoints(str(results), exp, part),
-                  control=control)
+    s, name = settings(config, exp, scale), f"{catalogue.paper_of(exp)}/{exp}/{part}"
+    checkpoints, record = paths.checkpoints(str(results), exp, part), paths.trained_part(str(results), exp, part)
+    steps.train(exp, part, s, [], record, masks, paths.log(str(results), name), config=config, scale=scale,
+                device=device, threads=threads, checkpoints=checkpoints, control=control)
+    steps.measure(exp, part, s, [], paths.part(str(results), exp, part), masks,
+                  paths.log(str(results), f"{catalogue.paper_of(exp)}/{exp}/measured/{part}"), config=config,
+                  scale=scale, device=device, threads=threads, checkpoints=checkpoints, trained=record)
 
 
 def commit() -> str:

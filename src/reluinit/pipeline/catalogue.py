@@ -110,6 +110,20 @@ class Experiment:
     def paper(self) -> str:
         return paper_of(self.id)
 
+    # What an experiment that trains adds to its ``measure`` (``experiments.training_jobs``): the
+    # training job, its runs' specs, and what the runs measure during training.
+    @property
+    def train(self) -> Callable | None:
+        return getattr(self.measure, "train", None) if self.trains else None
+
+    @property
+    def specs(self) -> Callable | None:
+        return getattr(self.measure, "specs", None) if self.trains else None
+
+    @property
+    def during(self) -> tuple:
+        return getattr(self.measure, "during", ()) if self.trains else ()
+
     # The figure and summary load when asked: a measuring job (a third of a quick build's jobs)
     # then never imports seaborn, matplotlib and scipy (about 0.8 s of its start-up).
     @property

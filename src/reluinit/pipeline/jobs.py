@@ -165,6 +165,12 @@ def read_table(path: str | Path) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
+class StaleTraining(RuntimeError):
+    """A measuring job's trained runs are not what their training job recorded: named, with the
+    command that retrains them, and never read."""
+    ends_in_fix = True
+
+
 class NotFinite(ValueError):
     """NaN or inf in a column whose experiment does not say it may hold them: never sealed."""
     ends_in_fix = True

@@ -87,6 +87,12 @@ def trained(results: str, spec: str, arch: str, run) -> str:
     return f"{results}/trained/{spec}/{arch}-run{run}.pt"
 
 
+def trained_part(results: str, exp: str, part: str, paper: str | None = None) -> str:
+    """The record a training job writes once its part's runs are trained (rule ``train_part``): each
+    run's final checkpoint, by name and SHA-256, which the part's measuring job reads."""
+    return f"{results}/{paper or paper_of(exp)}/{exp}/trained/{part}.json"
+
+
 def checkpoints(results: str, exp: str, part: str, paper: str | None = None) -> str:
     """Folder of a training job's run checkpoints. Not a declared output: Snakemake deletes the
     outputs of a failed job, and a job killed by a time limit must find them to resume."""
@@ -95,8 +101,8 @@ def checkpoints(results: str, exp: str, part: str, paper: str | None = None) -> 
 
 def trained_by(checkpoint: str | Path) -> Path | None:
     """The output of the job that trains the run whose resumable state ``checkpoint`` is (the
-    inverse of ``checkpoints`` and ``train_checkpoint``): its part's table, or its trained net;
-    None for any other file."""
+    inverse of ``checkpoints`` and ``train_checkpoint``): its part's record of trained runs
+    (``trained_part``), or its trained net; None for any other file."""
     parts = Path(checkpoint).parts
     at = max((i for i, p in enumerate(parts[:-1]) if p == "checkpoints"), default=None)
     if at is None or not parts[-1].endswith(".pt"):
@@ -105,7 +111,7 @@ def trained_by(checkpoint: str | Path) -> Path | None:
     if len(rest) == 3 and rest[0] == "trained":
         return Path(trained(results, rest[1], *rest[2][: -len(".pt")].rsplit("-run", 1)))
     if len(rest) == 4:
-        return Path(part(results, rest[1], rest[2], paper=rest[0]))
+        return Path(trained_part(results, rest[1], rest[2], paper=rest[0]))
     return None
 
 

@@ -68,6 +68,14 @@ def prune_resources(config: dict, exp: str, part: str, scale: str | None = None)
     return {"mem_mb": max(MEASURE["mem_mb"], trained), "runtime": MEASURE["runtime"]}
 
 
+def measure_trained_resources(config: dict, exp: str, part: str, scale: str | None = None) -> dict:
+    """A ``measure_trained`` job's resources: rule `measure`'s CPUs and runtime (no GPU asked: it
+    reads checkpoints and measures), and the memory its part's training job declares, at least
+    `measure`'s (it loads the same data and nets)."""
+    return {"mem_mb": max(MEASURE["mem_mb"], train_resources(config, exp, part, scale)["mem_mb"]),
+            "runtime": MEASURE["runtime"]}
+
+
 def run_hours(s: dict, model: str | None) -> float:
     """Hours the experiment's ``resources`` declare for one run of ``model`` (``runtime`` is one
     value, or one per model with an optional ``default``)."""
@@ -255,6 +263,8 @@ def jobs(config: dict, scale: str | None = None, exps: list[str] | None = None,
                 if cost is not None:
                     rows[-1]["measured_h"], rows[-1]["unpriced_runs"] = measured_hours(
                         exp, s, kwargs["runs"].values(), cost)
+                rows.append(dict(rule="measure_trained", job=f"{exp}/{key}", gpu=0, cpus=MEASURE["threads"],
+                                 **_priced(measure_trained_resources(config, exp, key, scale))))
         else:
             for job in measure_jobs(config, exp, scale):
                 rows.append(dict(rule="measure", job=f"{exp}/{job}", gpu=0, cpus=MEASURE["threads"],

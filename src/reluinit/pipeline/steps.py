@@ -1,11 +1,12 @@
-"""The two steps several workflow scripts share, written once: one measuring job of an experiment
-(scripts measure.py, train_part.py and measure_paper.py, one per rule) and one figure drawn from
-an experiment's parts (figure.py and figures_paper.py). The scripts only unpack what Snakemake
+"""The steps several workflow scripts share, written once: one training job of an experiment
+(train_part.py), one measuring job (scripts measure.py, measure_trained.py and measure_paper.py,
+one per rule) and one figure drawn from an experiment's parts (figure.py and figures_paper.py). The scripts only unpack what Snakemake
 hands them; a paper's job calls the step once per id, into the files that id's own job writes."""
 
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 
 import pandas as pd
 
@@ -14,14 +15,70 @@ from . import catalogue, jobs, paths, plan
 from .shared import take
 
 
+def train(exp_id: str, job: str, s: dict, inputs: list, output: str, masks_files: list, log_path: str, *,
+          config: dict, scale: str, device: str, threads: int, checkpoints: str, control=None) -> None:
+    """One training job of an experiment that trains (rule ``train_part``): its part's runs trained,
+    each resuming from its checkpoint in ``checkpoints``, and the record of their final checkpoints
+    (name, SHA-256, epochs) written to ``output`` (``paths.trained_part``), which the part's
+    measuring job reads. ``control``: the runs' ``training.Control`` (the harvest's, with its
+    deadline; by default a fresh one, which SIGTERM stops: ``jobs.stopped_into``)."""
+    from .. import integrity as seals
+    from ..training import Control
+
+    log = jobs.start(log_path, threads)
+    jobs.verified(list(inputs) + list(masks_files))
+    exp = catalogue.get(exp_id)
+    (key,) = plan.measure_jobs(config, exp_id, scale)[job]
+    control = jobs.stopped_into(control or Control())
+    results = paths.scale_root(config["results"], scale)
+    log.info("%s part %s at the %s scale, training: %s", exp_id, key, scale, s)
+    with _one_writer(exp, results, exp_id, key, log):
+        try:
+            runs = exp.train(s, key, device, checkpoints, masks=masks_files[0] if masks_files else None,
+                             control=control)
+        except Exception as e:
+            jobs.blame_settings(e, s, exp_id, scale, output)
+            raise
+        for run in runs:  # the run's checkpoint by name and content: the measuring job reads no other
+            path = run.pop("checkpoint")
+            run.update(checkpoint=Path(path).name if path else None, sha256=seals.digest(path) if path else None)
+    jobs.write_json({"experiment": exp_id, "part": key, "scale": scale, "runs": runs}, output)
+    log.info("%s part %s: %d runs trained, recorded in %s", exp_id, key, len(runs), output)
+
+
+def trained_checkpoints(record_path: str, checkpoints: str) -> None:
+    """Check that each run a training job recorded (``train``) still has the checkpoint it recorded:
+    a file missing, damaged or since changed is named, with the command that retrains it, and not
+    read."""
+    import json
+
+    from .. import integrity as seals
+
+    jobs.verified([record_path])
+    record = json.loads(Path(record_path).read_text())
+    fix = seals.rebuild_command(record_path)
+    for run in record["runs"]:
+        if run["checkpoint"] is None:
+            raise jobs.StaleTraining(f"{record_path} records run {run['run']} without a checkpoint, so no job can measure "
+                                f"it: retrain the part with `{fix}`")
+        path = Path(checkpoints) / run["checkpoint"]
+        if not path.exists():
+            raise jobs.StaleTraining(f"{path}, the checkpoint of run {run['run']} that {record_path} records, is missing: "
+                                f"retrain the part with `{fix}`")
+        seals.verify(path)
+        if seals.digest(path) != run["sha256"]:
+            raise jobs.StaleTraining(f"{path} is not the checkpoint of run {run['run']} that {record_path} records (its "
+                                f"SHA-256 differs: written since, by another run): retrain the part with `{fix}`")
+
+
 def measure(exp_id: str, job: str, s: dict, inputs: list, output: str, masks_files: list, log_path: str, *,
             config: dict, scale: str, device: str, threads: int, checkpoints: str | None = None,
-            control=None) -> None:
+            trained: str | None = None) -> None:
     """One experiment's job ``job`` (a part, or ``plan.ALL_PARTS``): its parts in order, each
     seeing the job's inputs less the other parts' trained nets and masks (its own in its order),
-    and their rows written to ``output``. ``checkpoints``: where a training part resumes from;
-    ``control``: its runs' ``training.Control`` (the harvest's, with its deadline; by default a
-    fresh one, which SIGTERM stops: ``jobs.stopped_into``)."""
+    and their rows written to ``output``. An experiment that trains: ``trained``, the record its
+    part's training job wrote (``train``), whose checkpoints in ``checkpoints`` it measures,
+    training nothing (rule ``measure_trained``)."""
     log = jobs.start(log_path, threads)
     jobs.verified(list(inputs) + list(masks_files))  # trained nets and masks: whole, or the job stops naming one
     exp = catalogue.get(exp_id)
@@ -36,19 +93,15 @@ def measure(exp_id: str, job: str, s: dict, inputs: list, output: str, masks_fil
         others = set().union(*(own[k] for k in keys if k != key)) - own[key]
         extra = {}
         if exp.trains:
-            if control is None:
-                from ..training import Control
-
-                control = Control()
-            extra = {"checkpoints": checkpoints, "control": jobs.stopped_into(control)}
+            trained_checkpoints(trained, checkpoints)
+            extra = {"checkpoints": checkpoints, "trained": True}
         if key in masks:
             extra["masks"] = masks[key]
-        with _one_writer(exp, results, exp_id, key, log):
-            try:
-                frames[key] = exp.measure(s, key, device, [f for f in inputs if f not in others], **extra)
-            except Exception as e:
-                jobs.blame_settings(e, s, exp_id, scale, output)
-                raise
+        try:
+            frames[key] = exp.measure(s, key, device, [f for f in inputs if f not in others], **extra)
+        except Exception as e:
+            jobs.blame_settings(e, s, exp_id, scale, output)
+            raise
         jobs.check_finite(frames[key], exp_id, declared, output, settings=s, scale=scale)
     jobs.write_parts(frames, output, experiment=exp_id, scale=scale)
 
