@@ -115,6 +115,7 @@ def test_the_plan_lists_every_paper_job_with_its_resources(capsys):
     n_train = sum(len(catalogue.get(e).parts(settings(CONFIG, e, "paper")))
                   for e in plan.default_experiments(CONFIG, "paper") if catalogue.get(e).trains)
     assert counts["train_part"] == n_train == 811  # RP-T2's 54 and RP-T9's 24 shared runs are RP-T1's jobs
+    assert counts["measure_trained"] == n_train  # each part's rows, from its checkpoints
     # LR's nets: a job per architecture trains its 5 seeds together (rule train_LR_MNIST)
     assert counts["train_LR_MNIST"] == 5 and "LR-MNIST/d2w48" in set(table["job"])
     t3 = table.set_index("job").loc["RP-T3/resnet104-snip-sparsity0.9-rep0"]

@@ -54,7 +54,7 @@ if workflow.overwrite_configfiles:
 DATA = config["data_dir"]
 EXPERIMENTS = list(config["experiments"])
 PAPERS = sorted({catalogue.paper_of(e) for e in EXPERIMENTS})
-# Experiments that train run as `train_part` jobs (GPU, long); views plot another's table;
+# Experiments that train run as `train_part` jobs (GPU, long), then `measure_trained` ones; views plot another's table;
 # optional ones (RP-T8, ImageNet) are configured but left out of `all`.
 # (read from the catalogue's entries: parsing the workflow imports no experiment's code, so a
 # Snakemake process, such as each SLURM job's, imports torch and seaborn only for the jobs it runs)
