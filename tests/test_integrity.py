@@ -300,13 +300,13 @@ def test_a_damaged_list_of_seals_is_named_with_its_fix_and_never_blocks_a_run(tm
 def test_a_damaged_training_checkpoint_names_the_job_that_trains_it_not_a_rule_that_does_not_exist():
     """A run's resumable checkpoint is no rule's output: the sweep's line used to suggest
     `snakemake <checkpoint>`, which Snakemake refuses (MissingRuleException). It names the output
-    of the job that trains the run (the part's table, or the trained net of a `train_<spec>` job),
+    of the job that trains the run (the part's record of trained runs, or the trained net of a `train_<spec>` job),
     each the inverse of where that job keeps its checkpoints."""
     from reluinit.pipeline import paths
 
     results = "results/quick"
     part = Path(paths.checkpoints(results, "TG-F6", "group0")) / "sw2-net0.pt"
-    assert paths.trained_by(part) == Path(paths.part(results, "TG-F6", "group0"))
+    assert paths.trained_by(part) == Path(paths.trained_part(results, "TG-F6", "group0"))  # rule train_part
     net = Path(paths.train_checkpoint(results, "LR-MNIST", "d4w16", 3))
     assert paths.trained_by(net) == Path(paths.trained(results, "LR-MNIST", "d4w16", 3))
     assert paths.trained_by(Path(paths.part(results, "TG-F6", "group0"))) is None
