@@ -313,9 +313,9 @@ def test_a_damaged_training_checkpoint_names_the_job_that_trains_it_not_a_rule_t
     line = integrity.swept(part, part.with_name("sw2-net0.pt.damaged"), "1,000 bytes where 42,728 were written",
                            paths.trained_by(part))
     assert line == (f"{part} is damaged (1,000 bytes where 42,728 were written): moved to {part}.damaged, never "
-                    f"read; nothing to do while results/quick/TG/TG-F6/group0.csv is whole. When that job runs again "
-                    f"this run trains afresh and the others resume: `snakemake results/quick/TG/TG-F6/group0.csv "
-                    f"--force --cores 1 --config scale=quick`.")
+                    f"read; nothing to do while results/quick/TG/TG-F6/trained/group0.json is whole. When that job "
+                    f"runs again this run trains afresh and the others resume: `snakemake "
+                    f"results/quick/TG/TG-F6/trained/group0.json --force --cores 1 --config scale=quick`.")
 
 
 def test_a_list_of_seals_that_points_outside_its_tree_is_ignored(tmp_path):

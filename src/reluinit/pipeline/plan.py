@@ -263,7 +263,7 @@ def jobs(config: dict, scale: str | None = None, exps: list[str] | None = None,
                 if cost is not None:
                     rows[-1]["measured_h"], rows[-1]["unpriced_runs"] = measured_hours(
                         exp, s, kwargs["runs"].values(), cost)
-                rows.append(dict(rule="measure_trained", job=f"{exp}/{key}", gpu=0, cpus=MEASURE["threads"],
+                rows.append(dict(rule="measure_trained", job=f"{exp}/measured/{key}", gpu=0, cpus=MEASURE["threads"],
                                  **_priced(measure_trained_resources(config, exp, key, scale))))
         else:
             for job in measure_jobs(config, exp, scale):
