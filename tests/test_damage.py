@@ -104,7 +104,7 @@ def test_a_damaged_input_its_reader_finds_stops_the_job_with_the_fix(quick_build
     fix = f"snakemake {masks} --force --cores 1 --config scale=quick"
     last = [line for line in (run.stdout + run.stderr).splitlines() if line.strip()][-1]
     assert last == f"{masks} is damaged: the same size as written but other bytes. Rebuild it with `{fix}`", last
-    assert f"{masks} is damaged" in (wf / Q / "logs/RP/RP-F3/group0.log").read_text()  # the job's own log says why
+    assert f"{masks} is damaged" in (wf / Q / "logs/RP/RP-F3/measured/group0.log").read_text()  # the job's own log says why
     rebuilt = snakemake(*fix.split()[1:], cwd=wf)
     assert rebuilt.returncode == 0, rebuilt.stderr[-2000:]
     again = snakemake(str(part), "--cores", "1", "--config", "scale=quick", cwd=wf)

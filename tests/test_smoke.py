@@ -179,7 +179,8 @@ def test_the_plan_is_what_snakemake_assigns(workdir):
     target = "results/paper/RP/RP-T3/resnet104-snip-sparsity0.9-rep0.csv"
     run = snakemake(target, "-n", "--cores", "2", cwd=workdir)
     assert run.returncode == 0, run.stderr[-2000:]
-    message = re.search(rf"-> {re.escape(target)}; resources: (.*)", run.stdout).group(1)
+    trained = "results/paper/RP/RP-T3/trained/resnet104-snip-sparsity0.9-rep0.json"  # its training job's record
+    message = re.search(rf"-> {re.escape(trained)}; resources: (.*)", run.stdout).group(1)
     resources = dict(re.findall(r"(\w+)=(\d+)", message))
     r = plan.train_resources(CONFIG, "RP-T3", "resnet104-snip-sparsity0.9-rep0", "paper")
     assert int(resources["mem_mb"]) == r["mem_mb"] == 64000 and int(resources["gpu"]) == r["gpu"] == 1

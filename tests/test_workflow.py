@@ -86,11 +86,12 @@ def test_paper_scale_dry_run_lists_the_catalogue_jobs(workdir):
     assert _jobs(out)["measure"] == _n_parts("paper")
     # Every training job once, each with its run count and cluster resources in its settings.
     assert _jobs(out)["train_part"] == _n_parts("paper", trains=True) > 0
-    trained = re.findall(r"training at the paper scale -> (\S+\.csv)", out)
+    trained = re.findall(r"training at the paper scale -> (\S+/trained/\S+\.json)", out)
     assert len(trained) == _n_parts("paper", trains=True)
     assert len(trained) == len(set(trained))
     for n in range(3):
         assert f"results/paper/RP/RP-T2/cifar100-resnet104-sbp_sr-sparsity0.98-rep{n}.csv" in out
+        assert f"results/paper/RP/RP-T2/trained/cifar100-resnet104-sbp_sr-sparsity0.98-rep{n}.json" in trained
     assert "RP-T8" not in out  # optional: configured, not in `all`, but complete: its own dry run plans
     t8 = snakemake("rp_t8", "-n", "--cores", "2", cwd=workdir)
     assert t8.returncode == 0, t8.stderr[-2000:]
@@ -191,7 +192,8 @@ def test_diverged_and_emptied_runs_are_results_and_jobs_resume(workdir):
 
     part = workdir / "results" / "quick" / "RP" / "RP-T1" / "group0.csv"
     before = pd.read_csv(part)
-    part.unlink()
+    part.unlink()  # and the training job's record: both jobs rerun
+    (workdir / "results" / "quick" / "RP" / "RP-T1" / "trained" / "group0.json").unlink()
     run = snakemake(str(part.relative_to(workdir)), "--cores", "2", "--config", "scale=quick", cwd=workdir)
     assert run.returncode == 0, run.stderr[-3000:]
     log = (workdir / "results" / "quick" / "logs" / "RP" / "RP-T1" / "group0.log").read_text()
@@ -276,7 +278,8 @@ def test_quick_build_prunes_in_its_own_job_and_the_masks_give_rp_f2(quick_build)
     summary = snakemake("all", "--detailed-summary", "--config", "scale=quick", cwd=quick_build)
     trains = [line.split("\t") for line in summary.stdout.splitlines() if "\ttrain_part\t" in line]
     rp = [row for row in trains if "/RP/RP-T1/" in row[0]]
-    assert rp and all(row[0].replace("RP-T1/", "RP-T1/masks/").replace(".csv", ".pt") in row[4] for row in rp), rp
+    # each job's output is its part's record of trained runs (trained/<part>.json); its input, the part's masks
+    assert rp and all(row[0].replace("/trained/", "/masks/").replace(".json", ".pt") in row[4] for row in rp), rp
     f2 = pd.read_csv(results / "RP" / "RP-F2.csv")
     for part, rows in f2.groupby("part"):
         masks = load_masks(results / "RP" / "RP-F2" / "masks" / f"{part}.pt")[part]["masks"]

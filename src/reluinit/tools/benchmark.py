@@ -600,7 +600,7 @@ def ensemble_rows(device, steps: int, only=None, k: int | None = None, repeats: 
         # ``training_ratio`` the optimizer steps alone, what a long run spends its time on
         # the ceiling: the step's products alone, timed in the same run
         stack_steps_per_s, flop = products_rate([784] + [case[2]] * case[3] + [10], n_runs, case[5]["batch_size"],
-                                                device, repeats=3)
+                                                device, repeats=10)  # the best of 10: milliseconds each
         ceiling = n_runs * stack_steps_per_s
         row = dict(nets=case[0], k=n_runs, steps=steps, alone_s=t_alone, stacked_s=t_together,
                    ratio=t_alone / t_together, training_ratio=train_alone / train_together,
