@@ -101,8 +101,9 @@ def quick_build(tmp_path_factory, pytestconfig):
 
 def copy_build(build: Path, dest: Path) -> Path:
     """A copy of a built workflow, file times and Snakemake's records kept (so that it is as up to
-    date as the original), without the training checkpoints that nothing here resumes."""
-    shutil.copytree(build, dest, symlinks=True, ignore=shutil.ignore_patterns("checkpoints"))
+    date as the original), its training checkpoints included: a part's measuring job reads them
+    (rule ``measure_trained``)."""
+    shutil.copytree(build, dest, symlinks=True)
     return dest
 
 
