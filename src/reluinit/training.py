@@ -757,7 +757,7 @@ def _epochs(members: list[_Member], stacked: bool, n_epochs: int, steps_per_epoc
         if not members:
             break
         if group is None or group.members != members:
-            group = _Stacked(members, recipe, device, mode) if stacked else _Alone(members, recipe, device, mode)
+            group = _group(members, stacked, recipe, device, mode)
         started = time.perf_counter()
         lr = recipe.lr_at(epoch, n_epochs)
         group.set_lr(lr)
@@ -840,7 +840,7 @@ def _drop_diverged(group, finite, orders, loss_sum, correct, epoch, step, lr, st
     rows = [i for i in range(len(group.members)) if bool(finite[i])]
     new = None
     if keep:
-        new = _Stacked(keep, recipe, device, mode) if stacked else _Alone(keep, recipe, device, mode)
+        new = _group(keep, stacked, recipe, device, mode)
         new.set_lr(lr)
     index = torch.tensor(rows, dtype=torch.long, device=loss_sum.device)
     return new, keep, [orders[i] for i in rows], loss_sum[index], correct[index], finite[index]
@@ -851,9 +851,12 @@ def stepper(specs: list[RunSpec], mode: str, stacked: bool):
     stack as one), with ``batch(data, orders, start, recipe, members)``, ``write_back()`` and
     ``members`` (each with its ``model``): what the GPU check's engines stage times, step by step."""
     first = specs[0]
-    members = [_Member(spec, i) for i, spec in enumerate(specs)]
-    cls = _Stacked if stacked else _Alone
-    return cls(members, first.recipe, first.train.device, mode)
+    return _group([_Member(spec, i) for i, spec in enumerate(specs)], stacked, first.recipe, first.train.device, mode)
+
+
+def _group(members: list[_Member], stacked: bool, recipe: Recipe, device: torch.device, mode: str):
+    """What the epoch loop steps: ``members`` as one ``_Stacked``, or its one run ``_Alone``."""
+    return (_Stacked if stacked else _Alone)(members, recipe, device, mode)
 
 
 # --- the steps of a run ----------------------------------------------------------------------------------
