@@ -1,7 +1,9 @@
 # Two entry points for a fresh machine (Python >= 3.11 with venv and pip):
 #   make quick   install everything into .venv and build every target at the quick scale
-#   make test    install everything into .venv and run the test suite (the command CI runs)
+#   make test    install everything into .venv and run the test suite (the command CI runs): unit
+#                tests and the workflow's mechanics on a tiny build of a dozen targets
 #   make test-fast  the suite without the tests that run Snakemake or SLURM: the inner loop
+#   make test-build  the tests that read the whole quick build, which they make (CI runs them too)
 #   make smoke   run the paper scale's smoke subset (one job per experiment, model and dataset)
 #   make generated  regenerate every generated file (catalogue, plan numbers, claims record, reference)
 #   make docs    build the documentation site into site/ (strict: a broken link or any warning fails)
@@ -14,7 +16,7 @@ CORES ?= 2
 DATA_DIR ?= data
 BIN := $(VENV)/bin
 
-.PHONY: install quick test test-fast smoke generated docs docs-serve reference clean
+.PHONY: install quick test test-fast test-build smoke generated docs docs-serve reference clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -33,9 +35,14 @@ quick: install
 	@echo "Open results/quick/reports/scorecard.html (every claim, judged), a paper's notebook"
 	@echo "results/quick/reports/{TG,EP,OP,LR,RP,X}.html, or the figures in results/quick/figures/."
 
-# One pytest-xdist worker per core (tests/conftest.py shares the quick build between them).
+# One pytest-xdist worker per core (tests/conftest.py shares the tiny build between them).
 test: install
 	$(BIN)/python -m pytest -v -n $(CORES)
+
+# What the whole quick scale shows (every figure drawn, every claim judged, the report): marker
+# `build`, on one quick build of every target that the tests share.
+test-build: install
+	$(BIN)/python -m pytest -v -n $(CORES) -m build
 
 test-fast: install
 	$(BIN)/python -m pytest -n $(CORES) -m "not workflow and not slurm and not smoke"

@@ -75,28 +75,52 @@ def workdir(tmp_path):
     return copy_workflow(tmp_path / "wf")
 
 
-@pytest.fixture(scope="session")
-def quick_build(tmp_path_factory, pytestconfig):
-    """One quick-scale build of every target per run, shared by the tests that only read it and
-    by every worker; a test that edits the workflow or reruns part of it takes a copy
-    (``copy_build``). Under xdist it runs beside the other worker's tests, which is why those use
-    one torch thread (the top of this file); not as a background process beside both workers."""
-    shared = shared_dir(tmp_path_factory, pytestconfig) / "quick"
+# The tiny build: the quick scale's settings, built for eight targets whose 19 computing jobs
+# (beside the targets' own) run every kind the workflow has: a paper's random nets measured
+# in one job and drawn in another (OP); pruning, training and measuring trained nets as three jobs
+# (RP-F3, TG-F6); masks measured without training (RP-F2); an LR training spec and the measurement
+# that reads its nets (LR-F7); a measurement taken during training (EP-F18). About a minute and a
+# half on 2 cores. The tests of mechanics (what reruns, what damage does, whether batching changes
+# results) read it; the tests of what the whole quick scale shows read ``quick_build`` (marker
+# ``build``: `make test-build`).
+TINY = ["op_f1", "op_f2", "op_f3", "rp_f2", "rp_f3", "lr_f7", "tg_f6", "ep_f18"]
+
+
+def _shared_build(tmp_path_factory, pytestconfig, name: str, targets: list[str], timeout: int) -> Path:
+    """A quick-scale build of ``targets``, made once per run by the first worker that asks for it and
+    read by every worker; a test that edits the workflow or reruns part of it takes a copy
+    (``copy_build``). A failed build fails every test that reads it, with Snakemake's last words."""
+    shared = shared_dir(tmp_path_factory, pytestconfig) / name
     wf, built, failed = shared / "wf", shared / "built", shared / "failed.txt"
     shared.mkdir(exist_ok=True)
     with exclusive(shared / "lock"):
         if not (built.exists() or failed.exists()):
             try:
-                run = snakemake("all", "--cores", "2", "--config", "scale=quick",
-                                cwd=copy_workflow(wf), timeout=1800)
+                run = snakemake(*targets, "--cores", "2", "--config", "scale=quick",
+                                cwd=copy_workflow(wf), timeout=timeout)
                 if run.returncode == 0:
                     built.touch()
                 else:
                     failed.write_text(run.stderr[-3000:])
             except Exception as e:  # a timeout: every worker's tests say so, none builds again
                 failed.write_text(repr(e))
-    assert not failed.exists(), "the shared quick build failed:\n" + failed.read_text()
+    assert not failed.exists(), f"the shared {name} build failed:\n" + failed.read_text()
     return wf
+
+
+@pytest.fixture(scope="session")
+def tiny_build(tmp_path_factory, pytestconfig):
+    """The quick scale's ``TINY`` targets, built once per run."""
+    return _shared_build(tmp_path_factory, pytestconfig, "tiny", TINY, timeout=900)
+
+
+@pytest.fixture(scope="session")
+def quick_build(tmp_path_factory, pytestconfig):
+    """Every target of the quick scale, built once per run (what `make quick` builds): read by the
+    tests of what the whole scale shows (every figure drawn, every claim judged, the report). Under
+    xdist it runs beside the other worker's tests, which is why those use one torch thread (the top
+    of this file); not as a background process beside both workers."""
+    return _shared_build(tmp_path_factory, pytestconfig, "quick", ["all"], timeout=1800)
 
 
 def copy_build(build: Path, dest: Path) -> Path:
@@ -107,20 +131,28 @@ def copy_build(build: Path, dest: Path) -> Path:
     return dest
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the `build` marker is set here
 def pytest_collection_modifyitems(config, items):
-    """The order pytest-xdist hands tests out in (``--dist loadgroup --no-loadscope-reorder``, as
-    `make test` runs it): the first test of the shared quick build starts it at once on one worker,
-    the SLURM tests (mostly waiting on the cluster) run on the other meanwhile, then the tests
-    that need no build, and the build's readers last, first those that work in a scratch folder
-    (a copy of the build rerun, a report written: the long ones). Without xdist the same order
-    runs one test after another."""
+    """A test that reads the whole quick build is marked ``build`` (`make test-build` runs those;
+    `make test` the rest). The order pytest-xdist hands tests out in (``--dist loadgroup
+    --no-loadscope-reorder``, as `make test` runs it): the first test of a shared build starts it at
+    once on one worker, the SLURM tests (mostly waiting on the cluster) run on the other meanwhile,
+    then the tests that need no build, and the build's readers last, first those that work in a
+    scratch folder (a copy of the build rerun, a report written: the long ones). Without xdist the
+    same order runs one test after another."""
     def uses(item, fixture):
         return fixture in getattr(item, "fixturenames", ())
 
-    readers = [i for i in items if uses(i, "quick_build")]
+    def reads_a_build(item):
+        return uses(item, "tiny_build") or uses(item, "quick_build")
+
+    for item in items:
+        if uses(item, "quick_build"):
+            item.add_marker(pytest.mark.build)
+    readers = [i for i in items if reads_a_build(i)]
     first = readers[:1]
     slurm = [i for i in items if i.get_closest_marker("slurm") and i not in first]
-    rest = [i for i in items if i not in first and i not in slurm and not uses(i, "quick_build")]
+    rest = [i for i in items if i not in first and i not in slurm and not reads_a_build(i)]
     readers = sorted(readers[1:], key=lambda i: not uses(i, "tmp_path"))  # stable: file order kept
     items[:] = first + slurm + rest + readers
 

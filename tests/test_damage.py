@@ -1,4 +1,4 @@
-"""A damaged result is named, never used (on a copy of the shared quick build): a part file, a
+"""A damaged result is named, never used (on a copy of the shared tiny build): a part file, a
 table, a mask file and a trained net, cut short or with bytes changed in place, are moved aside
 before the run, each named with the command that rebuilds it; a target's own file is rebuilt by
 the run, every one to the same content as before; a damaged input that only its reader can see
@@ -50,8 +50,8 @@ def _moved(run, wf: Path, path: Path) -> str:
     return line.split("or now with `", 1)[1].rstrip("`.")
 
 
-def test_damaged_tables_are_rebuilt_and_a_damaged_part_file_is_moved_aside_and_rebuilt_the_same(quick_build, tmp_path):
-    wf = copy_build(quick_build, tmp_path / "wf")
+def test_damaged_tables_are_rebuilt_and_a_damaged_part_file_is_moved_aside_and_rebuilt_the_same(tiny_build, tmp_path):
+    wf = copy_build(tiny_build, tmp_path / "wf")
     part, cut_table, flipped_table = (wf / Q / "OP/OP-F1/all-parts.csv", wf / Q / "OP/OP-F2.csv",
                                       wf / Q / "OP/OP-F3.csv")
     originals = {p: tmp_path / p.name for p in (part, cut_table, flipped_table)}
@@ -73,8 +73,8 @@ def test_damaged_tables_are_rebuilt_and_a_damaged_part_file_is_moved_aside_and_r
     _same_table(part, originals[part])
 
 
-def test_damaged_masks_and_trained_nets_are_moved_aside_and_rebuilt_the_same(quick_build, tmp_path):
-    wf = copy_build(quick_build, tmp_path / "wf")
+def test_damaged_masks_and_trained_nets_are_moved_aside_and_rebuilt_the_same(tiny_build, tmp_path):
+    wf = copy_build(tiny_build, tmp_path / "wf")
     masks, net = wf / Q / "RP/RP-F3/masks/group0.pt", wf / Q / "trained/LR-MNIST/d4w16-run0.pt"
     before = {"masks": torch.load(masks, weights_only=True), "net": torch.load(net, weights_only=True)}
     _flip(masks)
@@ -91,9 +91,9 @@ def test_damaged_masks_and_trained_nets_are_moved_aside_and_rebuilt_the_same(qui
                for i in range(len(a["weights"])))
 
 
-def test_a_damaged_input_its_reader_finds_stops_the_job_with_the_fix(quick_build, tmp_path):
+def test_a_damaged_input_its_reader_finds_stops_the_job_with_the_fix(tiny_build, tmp_path):
     """Bytes changed with the file's time put back: only the job that reads the masks can tell."""
-    wf = copy_build(quick_build, tmp_path / "wf")
+    wf = copy_build(tiny_build, tmp_path / "wf")
     # Snakemake sets its outputs' times after a job: a run's sweep hashes those once and re-records
     assert integrity.sweep(wf / Q) == []
     masks = Q / "RP/RP-F3/masks/group0.pt"

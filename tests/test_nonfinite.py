@@ -136,8 +136,8 @@ def _last(run) -> str:
 
 @pytest.mark.workflow
 def test_on_a_build_a_nan_makes_a_claim_invalid_a_table_unwritten_and_a_claims_typo_ends_the_run_with_its_fix(
-        quick_build, tmp_path):
-    wf = copy_build(quick_build, tmp_path / "wf")
+        tiny_build, tmp_path):
+    wf = copy_build(tiny_build, tmp_path / "wf")
     table, part = wf / Q / "OP/OP-F1.csv", wf / Q / "OP/OP-F1/all-parts.csv"
     # A NaN in a table sealed as it stands (a table written before this check, or edited and resealed):
     # OP-1 reads it at the widest He net and says so instead of judging the other rows.

@@ -30,3 +30,22 @@ def test_an_xdist_group_runs_on_one_worker(tmp_path):
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     workers = (tmp_path / "workers.txt").read_text().split()
     assert len(workers) == 6 and len(set(workers)) == 1, workers
+
+
+def test_make_test_leaves_the_whole_quick_build_to_make_test_build():
+    """`make test` makes no quick build of every target: conftest marks the tests that read one
+    ``build``, which `make test-build` runs and the default selection leaves out; the workflow's
+    mechanics read the tiny build."""
+    from conftest import ROOT
+
+    def collected(*args):
+        run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-n", "0",
+                              *args, "tests/test_workflow.py", "tests/test_damage.py", "tests/test_nonfinite.py"],
+                             cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+        return {line for line in run.stdout.splitlines() if "::" in line}
+
+    default, build = collected(), collected("-m", "build")
+    assert len(build) == 11 and all("quick_build" in test for test in build), build
+    assert default and not default & build
+    assert any("test_damage.py" in test for test in default) and any("rebuild" in test for test in default)

@@ -1,5 +1,7 @@
 """The workflow through Snakemake itself: lint, dry runs at both scales and through the SLURM
-profile, config errors before any job, and a real quick-scale run of every target."""
+profile, config errors before any job; its mechanics (what reruns, whether batching changes
+results) on copies of the tiny build (conftest.TINY); and what the whole quick scale shows, on one
+build of every target (marker `build`)."""
 
 import hashlib
 import json
@@ -11,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import ROOT, SNAKEMAKE, copy_build, copy_workflow, snakemake
+from conftest import ROOT, SNAKEMAKE, TINY, copy_build, copy_workflow, snakemake
 from reluinit.pipeline import catalogue, plan
 from reluinit.pipeline.config import settings
 from reluinit.pruning import load_masks
@@ -213,15 +215,15 @@ def test_diverged_and_emptied_runs_are_results_and_jobs_resume(workdir):
     assert not after.loc[trained, "train_loss"].equals(before.loc[trained, "train_loss"])
 
 
-def test_one_job_for_all_parts_writes_the_tables_of_one_job_per_part(quick_build, tmp_path):
+def test_one_job_for_all_parts_writes_the_tables_of_one_job_per_part(tiny_build, tmp_path):
     """`batching: {quick: paper}` (the quick scale's default) measures a paper's experiments of
-    random nets in one job and runs each other experiment's parts in one job; the quick build's
-    tables equal, exactly, those of one job per part: OP-F3 (three widths' variations) and LR-F4,
-    measured by measure_op and measure_lr, and RP-F2 (two nets, each part reading the masks of its
+    random nets in one job and runs each other experiment's parts in one job; the tiny build's
+    tables equal, exactly, those of one job per part: OP-F3 (three widths' variations, measured by
+    measure_op with OP's other random nets) and RP-F2 (two nets, each part reading the masks of its
     own prune job), all of whose parts one job runs."""
-    targets = ["op_f3", "rp_f2", "lr_f4"]
-    parts = {e: list(catalogue.get(e).parts(settings(CONFIG, e, "quick"))) for e in ("OP-F3", "RP-F2", "LR-F4")}
-    built = quick_build / "results" / "quick"
+    targets = ["op_f3", "rp_f2"]
+    parts = {e: list(catalogue.get(e).parts(settings(CONFIG, e, "quick"))) for e in ("OP-F3", "RP-F2")}
+    built = tiny_build / "results" / "quick"
     for e in parts:  # one file per experiment (a paper's random nets: their measure_<paper> job's)
         assert [p.name for p in (built / catalogue.paper_of(e) / e).glob("*.csv")] == ["all-parts.csv"], e
     wf = copy_workflow(tmp_path / "parts")
@@ -231,12 +233,31 @@ def test_one_job_for_all_parts_writes_the_tables_of_one_job_per_part(quick_build
     jobs = re.findall(r"^Job \d+: (\S+) \[(\S+)\] at the quick scale", run.stdout + run.stderr, re.M)
     assert set(jobs) == {(e, k) for e, ks in parts.items() for k in ks}, jobs
     for e in parts:
-        one, per_part = (pd.read_csv(d / "results" / "quick" / catalogue.paper_of(e) / f"{e}.csv") for d in (quick_build, wf))
+        one, per_part = (pd.read_csv(d / "results" / "quick" / catalogue.paper_of(e) / f"{e}.csv") for d in (tiny_build, wf))
         assert list(one["part"].unique()) == list(per_part["part"].unique()) == parts[e]
         pd.testing.assert_frame_equal(one, per_part, check_exact=True)
 
 
-# --- the quick build of every target, read by focused tests (one shared build: conftest.quick_build) ---
+def test_a_training_job_reads_its_parts_masks_and_the_masks_give_rp_f2(tiny_build):
+    """A training job of pruned runs reads its part's masks, and the masks on disk give RP-F2's
+    kept share of every layer."""
+    results = _results(tiny_build)
+    summary = snakemake(*TINY, "--detailed-summary", "--config", "scale=quick", cwd=tiny_build)
+    trains = [line.split("\t") for line in summary.stdout.splitlines() if "\ttrain_part\t" in line]
+    rp = [row for row in trains if "/RP/RP-F3/" in row[0]]
+    # each job's output is its part's record of trained runs (trained/<part>.json); its input, the part's masks
+    assert rp and all(row[0].replace("/trained/", "/masks/").replace(".json", ".pt") in row[4] for row in rp), rp
+    f2 = pd.read_csv(results / "RP" / "RP-F2.csv")
+    for part, rows in f2.groupby("part"):
+        masks = load_masks(results / "RP" / "RP-F2" / "masks" / f"{part}.pt")[part]["masks"]
+        kept = [100 * float(m.double().mean()) for m in masks.values()]
+        assert kept == pytest.approx(list(rows.sort_values("layer")["kept_percent"]), abs=1e-12), part
+        facts = pd.read_csv(results / "RP" / "RP-F2" / "masks" / f"{part}.csv")
+        assert list(facts["kept"]) == [int(m.sum()) for m in masks.values()] and facts["s_cr"].between(0, 1).all()
+
+
+# --- the quick build of every target (`make quick`), read by the tests of what the whole scale shows
+# (one shared build: conftest.quick_build; marker `build`, run by `make test-build`) ---
 
 
 def _built() -> list[str]:
@@ -244,8 +265,8 @@ def _built() -> list[str]:
     return [e for e in CONFIG["experiments"] if not settings(CONFIG, e, "quick").get("optional", False)]
 
 
-def _results(quick_build):
-    return quick_build / "results" / "quick"
+def _results(build):
+    return build / "results" / "quick"
 
 
 def test_quick_build_draws_every_figure_cleanly(quick_build):
@@ -269,24 +290,6 @@ def test_quick_build_trained_runs_have_a_row_per_epoch_and_their_accuracies(quic
     t2 = pd.read_csv(_results(quick_build) / "RP" / "RP-T2.csv")
     assert set(t2["method"]) == {"random", "mbp", "snip", "grasp", "grasp_sr", "synflow", "sbp_sr"}
     assert (t2.groupby("run")["epoch"].max() == 2).all() and t2["seconds"].notna().all()
-
-
-def test_quick_build_prunes_in_its_own_job_and_the_masks_give_rp_f2(quick_build):
-    """A training job of pruned runs reads its part's masks, and the masks on disk give RP-F2's
-    kept share of every layer."""
-    results = _results(quick_build)
-    summary = snakemake("all", "--detailed-summary", "--config", "scale=quick", cwd=quick_build)
-    trains = [line.split("\t") for line in summary.stdout.splitlines() if "\ttrain_part\t" in line]
-    rp = [row for row in trains if "/RP/RP-T1/" in row[0]]
-    # each job's output is its part's record of trained runs (trained/<part>.json); its input, the part's masks
-    assert rp and all(row[0].replace("/trained/", "/masks/").replace(".json", ".pt") in row[4] for row in rp), rp
-    f2 = pd.read_csv(results / "RP" / "RP-F2.csv")
-    for part, rows in f2.groupby("part"):
-        masks = load_masks(results / "RP" / "RP-F2" / "masks" / f"{part}.pt")[part]["masks"]
-        kept = [100 * float(m.double().mean()) for m in masks.values()]
-        assert kept == pytest.approx(list(rows.sort_values("layer")["kept_percent"]), abs=1e-12), part
-        facts = pd.read_csv(results / "RP" / "RP-F2" / "masks" / f"{part}.csv")
-        assert list(facts["kept"]) == [int(m.sum()) for m in masks.values()] and facts["s_cr"].between(0, 1).all()
 
 
 def test_quick_build_notebooks_show_every_figure_without_code(quick_build):
@@ -409,11 +412,14 @@ def test_no_rendered_page_of_the_quick_build_links_outside_it(quick_build):
     assert not bad, "links outside the workflow folder:\n" + "\n".join(bad[:20])
 
 
-def test_a_rebuild_does_only_what_changed(quick_build, tmp_path):
-    """On a copy of the quick build: a figure asked for again is up to date; one deleted is
+# --- mechanics on copies of the tiny build (conftest.TINY) ---
+
+
+def test_a_rebuild_does_only_what_changed(tiny_build, tmp_path):
+    """On a copy of the tiny build: a figure asked for again is up to date; one deleted is
     redrawn alone; the paper scale never touches the quick tree; library edits rerun what runs
     the edited code and nothing else."""
-    workdir = copy_build(quick_build, tmp_path / "wf")
+    workdir = copy_build(tiny_build, tmp_path / "wf")
     results = workdir / "results" / "quick"
     # One figure again, by its short name: nothing to do, everything is up to date.
     again = snakemake("op_f2", "--cores", "1", "--config", "scale=quick", cwd=workdir)
@@ -427,11 +433,9 @@ def test_a_rebuild_does_only_what_changed(quick_build, tmp_path):
     assert (results / "figures" / "OP-F2.png").exists()
     assert not re.search(r"^(local)?rule measure:", rebuilt.stdout + rebuilt.stderr, re.M)  # no measure job
 
-    # Nothing edited: once the rebuilt figure's notebook is redrawn, nothing to do. Then the paper
-    # scale beside the quick build, and edits of the library.
-    redrawn = snakemake("all", "--cores", "2", "--config", "scale=quick", cwd=workdir)
-    assert redrawn.returncode == 0, redrawn.stderr[-2000:]
-    again = snakemake("all", "-n", "--config", "scale=quick", cwd=workdir)
+    # Nothing edited: nothing to do. Then the paper scale beside the quick build, and edits of the
+    # library.
+    again = snakemake(*TINY, "-n", "--config", "scale=quick", cwd=workdir)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr, again.stdout[-3000:]
     _scales_never_mix(workdir)
     _code_edits_rerun_what_runs_the_code(workdir)
@@ -448,10 +452,10 @@ def _scales_never_mix(workdir):
     assert plan.returncode == 0, plan.stderr[-2000:]
     assert "results/quick" not in plan.stdout and "results/paper/OP/OP-F1.csv" in plan.stdout
     before = _digests(quick)
-    run = snakemake("op_f3", "--cores", "2", cwd=workdir)  # the paper's OP-F3: 20 layers, 1000 inputs
+    part = "results/paper/OP/OP-F3/v1.csv"  # a part of the paper's OP-F3: 20 layers, 1000 inputs
+    run = snakemake(part, "--cores", "2", cwd=workdir)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert (workdir / "results" / "paper" / "figures" / "OP-F3.png").exists()
-    assert (pd.read_csv(workdir / "results" / "paper" / "OP" / "OP-F3.csv")["scale"] == "paper").all()
+    assert (pd.read_csv(workdir / part)["scale"] == "paper").all()
     assert _digests(quick) == before
 
 
@@ -462,7 +466,7 @@ def _edit(path, old, new):
 
 
 def _rerun_plan(workdir):
-    run = snakemake("all", "-n", "--config", "scale=quick", cwd=workdir)
+    run = snakemake(*TINY, "-n", "--config", "scale=quick", cwd=workdir)
     assert run.returncode == 0, run.stderr[-2000:]
     return _jobs(run.stdout)
 
@@ -485,11 +489,11 @@ def _code_edits_rerun_what_runs_the_code(workdir):
     assert not [j for j in jobs if j.startswith("train")], jobs
 
 
-def test_a_papers_figures_in_one_job_are_those_of_one_job_per_figure(quick_build, tmp_path):
+def test_a_papers_figures_in_one_job_are_those_of_one_job_per_figure(tiny_build, tmp_path):
     """The quick scale measures and draws a paper's random nets in one job each (`batching:
     {quick: paper}`); one job per part and per figure, as the paper scale runs them, writes the
     same tables, figures (to the byte), records and summaries."""
-    workdir = copy_build(quick_build, tmp_path / "wf")
+    workdir = copy_build(tiny_build, tmp_path / "wf")
     results = workdir / "results" / "quick"
     exps = ["OP-F1", "OP-F2", "OP-F3"]
     files = [results / "OP" / f"{e}.csv" for e in exps] + [
@@ -509,10 +513,10 @@ def test_a_papers_figures_in_one_job_are_those_of_one_job_per_figure(quick_build
         assert (results / "logs" / "figures" / f"{e}.log").read_text().split(" summary:", 1)[1] == summaries[e], e
 
 
-def test_snakemake_report_contains_the_figures(quick_build, tmp_path):
+def test_snakemake_report_contains_the_figures(tiny_build, tmp_path):
     """The report has the figure, and its caption describes the build that drew it, even when
     the config has changed since (here the quick widths)."""
-    workdir = copy_build(quick_build, tmp_path / "wf")
+    workdir = copy_build(tiny_build, tmp_path / "wf")
     _edit(workdir / "config.yaml", "widths: [500, 1000, 2000, 4000]", "widths: [500, 1000]")
     rep = snakemake("op_f2", "--report", "report.zip", "--config", "scale=quick", cwd=workdir)
     assert rep.returncode == 0, rep.stderr[-2000:]
@@ -532,17 +536,15 @@ def test_measuring_an_untrained_architecture_is_a_clear_error(workdir):
     assert "architectures ['d9w9'] are not trained by training spec 'LR-MNIST'" in run.stdout + run.stderr
 
 
-def test_an_edit_of_how_trained_nets_are_measured_reruns_the_measurement_never_the_training(tmp_path):
+def test_an_edit_of_how_trained_nets_are_measured_reruns_the_measurement_never_the_training(tiny_build, tmp_path):
     """Training and measuring trained nets are two jobs (rules `train_part` and `measure_trained`): at
-    the quick scale, after TG-F6 and EP-F18 are built, an edit of TG-F6's line growth (a measurement
+    the quick scale, on a copy of the tiny build (TG-F6 and EP-F18 among it), an edit of TG-F6's line growth (a measurement
     of trained nets) plans its measuring job and no training job, and the rerun measures the
     checkpoints the training left (the same rows, no epoch trained again); an edit of what EP-F18's
     runs measure during training (``Experiment.during``) plans its training job. The twin: an edit
     of code neither runs plans nothing."""
-    workdir = copy_workflow(tmp_path / "wf")
+    workdir = copy_build(tiny_build, tmp_path / "wf")
     targets = ["tg_f6", "ep_f18"]
-    built = snakemake(*targets, "--cores", "2", "--config", "scale=quick", cwd=workdir)
-    assert built.returncode == 0, built.stderr[-2000:]
     part = workdir / "results" / "quick" / "TG" / "TG-F6" / "group0.csv"
     before = pd.read_csv(part)
     src = workdir / "src" / "reluinit"
