@@ -193,6 +193,17 @@ def _training_job(wf, proc, epochs: int, timeout: float = 300) -> tuple[str | No
     return None, None
 
 
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """RP-F3's narrowed training target run on this machine without a stop: what both tests that
+    stop a training job must end with. Started in the background when the first of them asks;
+    ``uninterrupted()`` waits for it and gives its folder."""
+    reference = copy_workflow(tmp_path_factory.mktemp("slurm") / "reference")
+    proc = _start([TRAINING_TARGET, "--cores", "2", *_training_config(reference)], reference)
+    yield functools.cache(lambda: _finish(proc, reference))
+    _stop(proc)
+
+
 @pytest.fixture
 def background():
     """``start(cmd, cwd)``: ``_start`` for one test; a run still going when the test ends is stopped."""
@@ -202,12 +213,10 @@ def background():
         _stop(proc)
 
 
-def test_a_cancelled_training_job_resumes_from_its_checkpoint(cluster, background, tmp_path):
+def test_a_cancelled_training_job_resumes_from_its_checkpoint(cluster, uninterrupted, tmp_path):
     """scancel a running training job once its first run has checkpointed a few epochs: the
     profile's retry resubmits it, the new job resumes from the checkpoint instead of starting
     over, and the table equals an uninterrupted local run's (all but the wall-clock column)."""
-    reference = copy_workflow(tmp_path / "reference")  # an uninterrupted local run, meanwhile
-    uninterrupted = background([TRAINING_TARGET, "--cores", "2", *_training_config(reference)], reference)
     wf = copy_workflow(tmp_path / "slurm")
     cmd = SNAKEMAKE + [TRAINING_TARGET, *SLURM, *_training_config(wf)]
     proc = subprocess.Popen(cmd, cwd=wf, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -222,8 +231,8 @@ def test_a_cancelled_training_job_resumes_from_its_checkpoint(cluster, backgroun
     resumed = re.search(r"resumed from \S+ at epoch (\d+)", log)  # the retry did not start over
     assert resumed and 3 <= int(resumed.group(1)) < 47 and epoch_at_cancel < 47
 
-    _finish(uninterrupted, reference)
-    got, want = (pd.read_csv(d / TRAINING_TARGET).drop(columns=["seconds", "train_seconds"]) for d in (wf, reference))
+    got, want = (pd.read_csv(d / TRAINING_TARGET).drop(columns=["seconds", "train_seconds"])
+                 for d in (wf, uninterrupted()))
     pd.testing.assert_frame_equal(got, want, check_exact=True)
 
 
@@ -279,15 +288,13 @@ def test_the_documented_slurm_commands_run_here_and_a_partition_sinfo_lacks_stop
     assert (wf / ONE_JOB).exists()
 
 
-def test_a_killed_snakemake_recovers_as_documented_with_one_writer_per_part(cluster, background, tmp_path):
+def test_a_killed_snakemake_recovers_as_documented_with_one_writer_per_part(cluster, uninterrupted, background, tmp_path):
     """kill -9 the Snakemake of a SLURM run while its training job runs: the job, orphaned, keeps
     training. The documented recovery (docs/cluster.md: `snakemake --unlock`, then the same
     command) submits the part again; the new job waits for the orphan (the part's lock: one writer
     at a time), then resumes from what it left. Nothing is deleted under the orphan, the run ends
     with rc 0, and the table equals an uninterrupted local run's. The orphan is suspended until the
     new job says it waits, so that the two overlap however fast either starts."""
-    reference = copy_workflow(tmp_path / "reference")
-    uninterrupted = background([TRAINING_TARGET, "--cores", "2", *_training_config(reference)], reference)
     wf = copy_workflow(tmp_path / "slurm")
     cmd = SNAKEMAKE + [TRAINING_TARGET, *SLURM, *_training_config(wf)]
     proc = subprocess.Popen(cmd, cwd=wf, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -312,6 +319,6 @@ def test_a_killed_snakemake_recovers_as_documented_with_one_writer_per_part(clus
     said = "".join(p.read_text() for p in logs.glob("group0.log*"))
     assert "is being trained by" in said, said[-3000:]  # the second job waited for the orphan: one writer
     assert "FileNotFoundError" not in said and _job_state(orphan)[0] == "COMPLETED"
-    _finish(uninterrupted, reference)
-    got, want = (pd.read_csv(d / TRAINING_TARGET).drop(columns=["seconds", "train_seconds"]) for d in (wf, reference))
+    got, want = (pd.read_csv(d / TRAINING_TARGET).drop(columns=["seconds", "train_seconds"])
+                 for d in (wf, uninterrupted()))
     pd.testing.assert_frame_equal(got, want, check_exact=True)
