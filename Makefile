@@ -1,7 +1,7 @@
 # Two entry points for a fresh machine (Python >= 3.11 with venv and pip):
 #   make quick   install everything into .venv and build every target at the quick scale
 #   make test    install everything into .venv and run the test suite (the command CI runs): unit
-#                tests and the workflow's mechanics on a tiny build of a dozen targets
+#                tests and the workflow's mechanics on a tiny build of eight quick targets
 #   make test-fast  the suite without the tests that run Snakemake or SLURM: the inner loop
 #   make test-build  the tests that read the whole quick build, which they make (CI runs them too)
 #   make smoke   run the paper scale's smoke subset (one job per experiment, model and dataset)
