@@ -124,7 +124,7 @@ def test_pruning_is_a_rule_between_the_data_and_training(workdir):
 
 
 def test_slurm_profile_dry_run(workdir):
-    run = snakemake("all", "-n", "--profile", "profiles/slurm", cwd=workdir)
+    run = snakemake("all", "--quiet", "rules", "-n", "--profile", "profiles/slurm", cwd=workdir)  # its job stats only
     assert run.returncode == 0, run.stderr
     assert _jobs(run.stdout)["measure"] == _n_parts("paper")
 
