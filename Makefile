@@ -5,7 +5,6 @@
 #   make test-fast  the suite without the tests that run Snakemake or SLURM: the inner loop
 #   make test-build  the tests that read the whole quick build, which they make (CI runs them too)
 #   make smoke   run the paper scale's smoke subset (one job per experiment, model and dataset)
-#   make test-build-smoke  the two above in one run on two workers (CI runs this after make test)
 #   make generated  regenerate every generated file (catalogue, plan numbers, claims record, reference)
 #   make docs    build the documentation site into site/ (strict: a broken link or any warning fails)
 #   make docs-serve  serve it at http://127.0.0.1:8000, rebuilt as pages change
@@ -17,7 +16,7 @@ CORES ?= 2
 DATA_DIR ?= data
 BIN := $(VENV)/bin
 
-.PHONY: install quick test test-fast test-build smoke test-build-smoke generated docs docs-serve reference clean
+.PHONY: install quick test test-fast test-build smoke generated docs docs-serve reference clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -50,12 +49,6 @@ test-fast: install
 
 smoke: install
 	$(BIN)/python -m pytest -v -m smoke
-
-# The two above in one run, as CI runs them: the smoke subset on one worker, the quick build and its
-# readers on the other (xdist groups, tests/conftest.py), so that each fills the cores the other
-# leaves idle.
-test-build-smoke: install
-	$(BIN)/python -m pytest -v -n $(CORES) -m "build or smoke"
 
 generated: install
 	$(BIN)/python -m reluinit.pipeline.regenerate

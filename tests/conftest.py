@@ -139,8 +139,7 @@ def pytest_collection_modifyitems(config, items):
     once on one worker, the SLURM tests (mostly waiting on the cluster) run on the other meanwhile,
     then the tests that need no build, and the build's readers last, first those that work in a
     scratch folder (a copy of the build rerun, a report written: the long ones). Without xdist the
-    same order runs one test after another. The readers of the whole quick build form one xdist
-    group and the smoke test another: `make test-build-smoke` runs each on a worker of its own."""
+    same order runs one test after another."""
     def uses(item, fixture):
         return fixture in getattr(item, "fixturenames", ())
 
@@ -150,9 +149,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if uses(item, "quick_build"):
             item.add_marker(pytest.mark.build)
-            item.add_marker(pytest.mark.xdist_group("quick_build"))  # one worker: the build, then its readers
-        elif item.get_closest_marker("smoke"):
-            item.add_marker(pytest.mark.xdist_group("smoke"))  # `-m "build or smoke"`: on the other worker
     readers = [i for i in items if reads_a_build(i)]
     first = readers[:1]
     slurm = [i for i in items if i.get_closest_marker("slurm") and i not in first]

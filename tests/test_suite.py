@@ -1,6 +1,5 @@
 """The suite's own machinery: what `make test` relies on to share work between its workers."""
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -50,25 +49,3 @@ def test_make_test_leaves_the_whole_quick_build_to_make_test_build():
     assert len(build) == 11 and all("quick_build" in test for test in build), build
     assert default and not default & build
     assert any("test_damage.py" in test for test in default) and any("rebuild" in test for test in default)
-
-
-def test_make_test_build_smoke_gives_the_build_and_the_smoke_subset_a_worker_each(tmp_path):
-    """`make test-build-smoke` (what CI runs after `make test`): conftest puts the readers of the
-    whole quick build in one xdist group and the smoke test in another, so that under
-    `--dist loadgroup` neither waits behind the other on one worker."""
-    from conftest import ROOT
-
-    (tmp_path / "groups_plugin.py").write_text(textwrap.dedent("""
-        def pytest_collection_finish(session):
-            for item in session.items:
-                group = item.get_closest_marker("xdist_group")
-                print("GROUP", item.name, group.args[0] if group else None)
-        """))
-    run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-n", "0",
-                          "-p", "groups_plugin", "-m", "build or smoke", "tests/test_workflow.py", "tests/test_smoke.py"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PYTHONPATH": str(tmp_path)})
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    groups = dict(line.split()[1:] for line in run.stdout.splitlines() if line.startswith("GROUP "))
-    assert groups.pop("test_the_smoke_subset_runs_within_the_declared_memory") == "smoke"
-    assert len(groups) == 11 and set(groups.values()) == {"quick_build"}, groups
