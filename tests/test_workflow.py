@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import zipfile
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -29,6 +30,11 @@ def _n_parts(scale, trains=False):
     return sum(len(plan.measure_jobs(CONFIG, e, scale)) for e in exps)
 
 pytestmark = pytest.mark.workflow
+
+
+def _part_jobs(run) -> list[tuple[str, str]]:
+    """(experiment, part) of each measuring job a Snakemake run announced ("Job 3: OP-F3 [v500] at the quick scale")."""
+    return re.findall(r"^Job \d+: (\S+) \[(\S+)\] at the quick scale", run.stdout + run.stderr, re.M)
 
 
 def _jobs(stdout):
@@ -221,23 +227,21 @@ def test_one_job_for_all_parts_writes_the_tables_of_one_job_per_part(tiny_build,
     tables equal, exactly, those of one job per part: RP-F2 (two nets, each part reading the masks of
     its own prune job), all of whose parts one job runs. (A paper's random nets, measured by one
     measure_<paper> job: `test_a_papers_figures_in_one_job_are_those_of_one_job_per_figure`, to the byte.)"""
-    targets = ["rp_f2"]
-    parts = {e: list(catalogue.get(e).parts(settings(CONFIG, e, "quick"))) for e in ("RP-F2",)}
-    built = tiny_build / "results" / "quick"
-    for e in parts:  # one file per experiment (a paper's random nets: their measure_<paper> job's)
-        assert [p.name for p in (built / catalogue.paper_of(e) / e).glob("*.csv")] == ["all-parts.csv"], e
-    wf = copy_build(tiny_build, tmp_path / "parts")  # its masks and data kept, its tables made again
-    for e in parts:
-        (wf / "results" / "quick" / catalogue.paper_of(e) / f"{e}.csv").unlink()
+    exp = "RP-F2"
+    keys = list(catalogue.get(exp).parts(settings(CONFIG, exp, "quick")))
+    table = Path("results", "quick", catalogue.paper_of(exp), f"{exp}.csv")
+    # one file for the experiment (a paper's random nets: their measure_<paper> job's)
+    assert [p.name for p in (tiny_build / table.parent / exp).glob("*.csv")] == ["all-parts.csv"]
+    wf = copy_build(tiny_build, tmp_path / "parts")  # its masks and data kept, its table made again
+    (wf / table).unlink()
     (wf / "jobs.yaml").write_text(yaml.safe_dump({"batching": {"quick": "part"}}))
-    run = snakemake(*targets, "--cores", "2", "--configfile", "jobs.yaml", "--config", "scale=quick", cwd=wf)
+    run = snakemake("rp_f2", "--cores", "2", "--configfile", "jobs.yaml", "--config", "scale=quick", cwd=wf)
     assert run.returncode == 0, run.stderr[-3000:]
-    jobs = re.findall(r"^Job \d+: (\S+) \[(\S+)\] at the quick scale", run.stdout + run.stderr, re.M)
-    assert set(jobs) == {(e, k) for e, ks in parts.items() for k in ks}, jobs
-    for e in parts:
-        one, per_part = (pd.read_csv(d / "results" / "quick" / catalogue.paper_of(e) / f"{e}.csv") for d in (tiny_build, wf))
-        assert list(one["part"].unique()) == list(per_part["part"].unique()) == parts[e]
-        pd.testing.assert_frame_equal(one, per_part, check_exact=True)
+    jobs = _part_jobs(run)
+    assert set(jobs) == {(exp, k) for k in keys}, jobs
+    one, per_part = (pd.read_csv(d / table) for d in (tiny_build, wf))
+    assert list(one["part"].unique()) == list(per_part["part"].unique()) == keys
+    pd.testing.assert_frame_equal(one, per_part, check_exact=True)
 
 
 def test_a_training_job_reads_its_parts_masks_and_the_masks_give_rp_f2(tiny_build):
@@ -510,10 +514,8 @@ def test_a_papers_figures_in_one_job_are_those_of_one_job_per_figure(tiny_build,
     assert run.returncode == 0, run.stderr[-2000:]
     jobs = _jobs(run.stdout + run.stderr)  # one job per part, then the two figure jobs
     assert set(jobs) == {"measure", "figure_op_f2", "figure_op_f3", "op_f2", "op_f3", "total"}, jobs
-    parts = [e for line in (run.stdout + run.stderr).splitlines()
-             for e in re.findall(r"^Job \d+: (OP-F\d) \[\S+\] at the quick scale", line)]
-    assert sorted(set(parts)) == exps and len(parts) == sum(
-        len(catalogue.get(e).parts(settings(CONFIG, e, "quick"))) for e in exps), parts
+    parts = _part_jobs(run)  # each part its own job
+    assert sorted(parts) == sorted((e, k) for e in exps for k in catalogue.get(e).parts(settings(CONFIG, e, "quick"))), parts
     for f in files:
         assert f.read_bytes() == paper_job[f], f
     for e in exps:
