@@ -352,3 +352,27 @@ def test_the_harvest_refuses_a_file_for_its_out_folder_and_threads_below_one(tmp
         assert said in capsys.readouterr().err
     assert afile.read_text() == "mine" and not (tmp_path / "new").exists()
     assert harvest.thread_count("2") == 2 and harvest.out_folder(str(tmp_path / "new")) == str(tmp_path / "new")
+
+
+def test_first_puts_the_named_parts_ahead_in_its_order_and_refuses_a_part_it_cannot_run(tmp_path, capsys):
+    """``--first``: the parts a verdict waits for run before the usual order (closest-to-complete
+    experiment, then cheapest), in the order named; the rest keep theirs. A name that is no part of
+    the chosen experiments (a typo, another experiment, a bare part) stops the harvest before it runs."""
+    import yaml
+
+    config = yaml.safe_load((ROOT / "config.yaml").read_text()) | {"data_dir": str(tmp_path / "data")}
+    args = (config, "quick", tmp_path / "none", tmp_path / "out" / "quick")
+    usual, _ = harvest.candidates(*args)
+    names = list(usual["experiment"] + "/" + usual["part"])
+    assert len(names) > 3 and names[0] == "EP-F18/rep0"
+    first = [names[-1], names[2]]  # the last and the third, in that order
+    table, _ = harvest.candidates(*args, first=first)
+    assert list(table["experiment"] + "/" + table["part"]) == first + [n for n in names if n not in first]
+    assert list(table.columns) == list(usual.columns)
+    for bad in ("RP-F3/group99", "group0", "EP-F6/rep0"):  # EP-F6 is not among --only's
+        with pytest.raises(SystemExit, match=f"--first names {bad}, not a part this harvest could run"):
+            harvest.candidates(*args, only=["RP-F3"], first=[bad])
+    with pytest.raises(SystemExit):
+        harvest.main(["--budget-s", "600", "--out", str(tmp_path / "new"), "--tiny", "--only", "RP-F3",
+                      "--first", "RP-F3/group7"])
+    assert not (tmp_path / "new").exists()  # refused before anything was written

@@ -2,12 +2,13 @@
 no Snakemake and no papermill:
 
     python -m reluinit.harvest --budget-s 600 --data-dir data --out harvest [--device auto] [--only TG-F6]
+                               [--first RP-F3/group36 ...]
 
 It lists the training parts of the paper-scale plan that ``reference/paper/`` lacks and whose data
 the machine has, most valuable first (the parts of the experiment closest to complete, then the
-cheapest, by the plan's declared hours), and runs as many as the budget holds, each through the
-code the workflow's ``train_part`` job runs (``pipeline.steps.measure``: the same settings, seeds,
-rows and checkpoints). A part still running when the budget ends stops there, mid-epoch if need be
+cheapest, by the plan's declared hours; ``--first`` puts named parts ahead), and runs as many as
+the budget holds, each through the code the workflow's ``train_part`` job runs
+(``pipeline.steps.measure``: the same settings, seeds, rows and checkpoints). A part still running when the budget ends stops there, mid-epoch if need be
 (``stopped_at``), and is listed as unfinished: a later harvest with the same
 ``--out`` resumes it, and so does one on another machine once ``reference export`` has kept its
 checkpoints (up to 10 MB a part) and ``reference restore`` has brought them into its ``--out``. ``--out`` becomes a results tree of the scale (``<out>/paper``, the layout of
@@ -89,12 +90,14 @@ def in_reference(reference: Path, exp: str, part: str) -> bool:
 
 
 def candidates(config: dict, scale: str, reference: Path, results: Path, only: list[str] | None = None,
-               ) -> tuple[pd.DataFrame, dict[str, str]]:
+               first: list[str] | None = None) -> tuple[pd.DataFrame, dict[str, str]]:
     """The parts to run, in order: ``experiment``, ``part``, ``hours`` (declared), and the parts of
     their experiment still to do. An experiment with the fewest hours left goes first, so that one
-    completes (its figure and claims) before another starts; within it, the cheapest part first."""
+    completes (its figure and claims) before another starts; within it, the cheapest part first.
+    ``first`` (``EXP/part`` names, the plan's) go before all of these, in the order given: the cells
+    a verdict waits for, say; those already done are passed over."""
     exps, skipped = experiments(config, scale, only), {}
-    rows = []
+    rows, planned = [], set()
     priced = plan.jobs(config, scale, exps).set_index("job") if exps else pd.DataFrame()
     for exp in exps:
         s = settings(config, exp, scale)
@@ -104,17 +107,26 @@ def candidates(config: dict, scale: str, reference: Path, results: Path, only: l
             skipped[exp] = "; ".join(problems)
             continue
         for part in plan.measure_jobs(config, exp, scale):
+            planned.add(f"{exp}/{part}")
             if in_reference(reference, exp, part) or Path(paths.part(str(results), exp, part)).exists():
                 continue
             rows.append({"experiment": exp, "part": part, "hours": float(priced.loc[f"{exp}/{part}", "runtime_h"])})
+    unknown = [name for name in first or [] if name not in planned]
+    if unknown:
+        raise SystemExit(f"--first names {', '.join(unknown)}, not a part this harvest could run (EXP/part, "
+                         f"of {', '.join(exps) or 'no experiment'} at the {scale} scale, whose data is here): "
+                         f"`python -m reluinit.pipeline.plan {scale} --all-jobs` names them (its train_part jobs, e.g. "
+                         "RP-F3/group36)")
     table = pd.DataFrame(rows, columns=["experiment", "part", "hours"])
     if table.empty:
         return table, skipped
     left = table.groupby("experiment")["hours"].transform("sum")
     # parts in their plan's order where the hours tie (group2 before group10: a depth's jobs in turn)
     order = table.groupby("experiment").cumcount()
-    table = table.assign(hours_left=left, order=order).sort_values(
-        ["hours_left", "experiment", "hours", "order"], kind="stable").drop(columns="order")
+    rank = {name: i for i, name in enumerate(first or [])}
+    named = (table["experiment"] + "/" + table["part"]).map(rank).fillna(len(rank))
+    table = table.assign(hours_left=left, order=order, named=named).sort_values(
+        ["named", "hours_left", "experiment", "hours", "order"], kind="stable").drop(columns=["order", "named"])
     return table.reset_index(drop=True), skipped
 
 
@@ -196,7 +208,7 @@ def device_name(device: str) -> str:
 
 def harvest(budget_s: float, data_dir: str | Path, out: str | Path, device: str = "auto", only: list[str] | None = None,
             tiny: bool = False, reference: str | Path = "reference/paper", config_file: str | Path = "config.yaml",
-            threads: int | None = None) -> pd.DataFrame:
+            threads: int | None = None, first: list[str] | None = None) -> pd.DataFrame:
     """Run parts until ``budget_s`` seconds are spent (module doc); returns ``harvest.csv``'s rows of this run."""
     from .. import training
     from ..nets import resolve_device
@@ -206,8 +218,8 @@ def harvest(budget_s: float, data_dir: str | Path, out: str | Path, device: str 
     config = yaml.safe_load(Path(config_file).read_text())
     config.update(data_dir=str(data_dir), results=str(out), scale=scale)
     results = Path(paths.scale_root(str(out), scale))
+    todo, skipped = candidates(config, scale, Path(reference), results, only, first)  # refused before any file
     results.mkdir(parents=True, exist_ok=True)
-    todo, skipped = candidates(config, scale, Path(reference), results, only)
     import torch
 
     threads = threads or torch.get_num_threads()
@@ -379,12 +391,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=out_folder, required=True, help="results tree to write (the same one resumes an earlier harvest)")
     p.add_argument("--device", default="auto", help="auto (cuda when present), cuda or cpu")
     p.add_argument("--only", nargs="*", help="experiment ids to harvest (default: every one it can)")
+    p.add_argument("--first", nargs="*", metavar="EXP/PART", help="parts to run before the others, in this order "
+                   "(e.g. RP-F3/group36: the cells a verdict waits for); the rest follow in the usual order")
     p.add_argument("--tiny", action="store_true", help="the quick scale's parts on bundled data (CI)")
     p.add_argument("--reference", default="reference/paper", help="parts held here are not run again")
     p.add_argument("--threads", type=thread_count, default=None, help="CPU threads (default: torch's choice)")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    table = harvest(a.budget_s, a.data_dir, a.out, a.device, a.only, a.tiny, a.reference, threads=a.threads)
+    table = harvest(a.budget_s, a.data_dir, a.out, a.device, a.only, a.tiny, a.reference, threads=a.threads,
+                    first=a.first)
     print(table.to_string(index=False))
     print(f"report: {Path(paths.scale_root(a.out, 'quick' if a.tiny else 'paper')) / 'harvest-report.md'}; "
           f"machine {platform.node()}", file=sys.stderr)
