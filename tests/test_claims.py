@@ -517,6 +517,43 @@ def test_a_claim_on_a_region_waits_for_the_whole_table_where_a_cell_claim_does_n
     assert claims.evaluate(_claim(whole=True), table, "paper")["verdict"] == claims.REPRODUCED
 
 
+def test_a_claim_on_a_region_is_judged_once_every_run_of_its_region_is_done():
+    """With the plan's runs, a region claim on a partial table waits for the runs its filter keeps,
+    not for the whole table: one run missing and it waits, saying how many it has; all there and it
+    is judged, saying the rest of the table is not run yet."""
+    planned = pd.DataFrame({"init": ["he", "he", "glorot"], "run": ["a", "b", "c"]})
+    table = pd.DataFrame({"init": ["he"], "act_ratio": [2.0], "run": ["a"]})
+    table.attrs["partial"] = 1
+    claim = _claim(whole=True, where="init == 'he'")
+    waiting = claims.evaluate(claim, table, "paper", planned)
+    assert waiting["verdict"] == claims.NOT_RUN and "judged once every run of it is done (1 of its 2 runs so far" in waiting["note"]
+    table = pd.DataFrame({"init": ["he", "he"], "act_ratio": [1.95, 2.05], "run": ["a", "b"]})
+    table.attrs["partial"] = 2
+    judged = claims.evaluate(claim, table, "paper", planned)  # glorot's run c is still to come
+    assert judged["verdict"] == claims.REPRODUCED and judged["measured"] == pytest.approx(2.0)
+    assert judged["note"].startswith("partial: every one of the 2 runs its region holds is done")
+    # no plan, or a filter the plan cannot read (a results column): it waits for the whole table
+    assert claims.evaluate(claim, table, "paper")["verdict"] == claims.NOT_RUN
+    assert claims.region_runs(_claim(whole=True, where="act_ratio > 1"), planned) == set()
+    assert claims.region_runs(_claim(whole=True, where=None), planned) == {"a", "b", "c"}
+
+
+def test_the_planned_runs_of_rp_f3_and_f5_are_the_grids_and_rp_19_waits_for_its_48():
+    """RP-F3's plan: 3 set-ups x 6 depths x 9 sparsities x 3 seeds (486), and the readings' 234
+    runs beside them; RP-F5 takes its tanh half from RP-F3 under RP-F3's keys. RP-19's region (the
+    ordered set-up at depths 2-60 and sparsities 10-40%, the grid's reading): 4 x 4 x 3 runs."""
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    f3, f5 = claims.planned_runs(config, "RP-F3", "paper"), claims.planned_runs(config, "RP-F5", "paper")
+    grid = f3.query("momentum == 0 and ordered_chi == 0.8")
+    assert len(f3) == 720 and len(grid) == 3 * 6 * 9 * 3 and f3["run"].is_unique
+    assert len(f5) == 972 and set(f5.query("activation == 'tanh'")["run"]) == set(grid["run"])
+    rp19 = next(c for c in CLAIMS if c.id == "RP-19")
+    region = f3[f3["run"].isin(claims.region_runs(rp19, f3))]
+    assert len(region) == 48 and set(region.depth) == {2, 20, 40, 60} and set(region.sparsity) == {0.1, 0.2, 0.3, 0.4}
+    assert set(region.setup) == {"ordered"} and sorted(region.rep.unique()) == [0, 1, 2]
+    assert claims.planned_runs(config, "OP-F1", "paper") is None  # no training runs
+
+
 def test_every_claim_says_what_it_stands_on_and_what_would_fail_it_and_the_record_is_fresh():
     """The audit record (docs/claims.md) is generated from claims.yaml: each claim quotes the paper
     and names a result that would fail it; the expectation's failing values are read from it."""

@@ -18,7 +18,8 @@ the paper says that number is::
       also: {label: ..., where: ...}   # optional: the same measure under another filter, in the note
       note: ...               # optional: a fixed remark on how the claim reads the table, in the note
       whole: true             # optional: reads a region or the whole grid, so a table still
-                              # arriving part by part (``reference export``) does not judge it
+                              # arriving part by part (``reference export``) judges it only once
+                              # every run of its region is there (``planned_runs``)
       kind: claim             # or check (a proven bound, our construction), calibration (a setting of ours
                               # chosen to meet the paper: shown, not judged)
       expect_from: paper      # or ours, or "paper, our tolerance": who set the expectation
@@ -186,8 +187,9 @@ class Claim:
     # ({"label": ..., "where": ...}): e.g. TG's growth over all layers beside layers 2..L.
     also: dict | None = None
     note: str = ""  # a fixed remark shown in the note (how the claim reads the table)
-    # Judged on the finished table only: a count or extreme over a region of cells would change
-    # as the rest of its jobs arrive (RP-F3's trainable cells), where one cell's value would not.
+    # Judged once every run of its region is done (the whole table where the plan cannot say which):
+    # a count or extreme over a region of cells would change as its missing runs arrive (RP-F3's
+    # trainable cells), where one cell's value would not.
     whole: bool = False
     kind: str = CLAIM  # KINDS
     expect_from: str = ""  # EXPECT_FROM: required of every claim (a cell block's are the paper's)
@@ -540,8 +542,10 @@ def _unwritten(node: ast.AST, named: set, bound: set, numpy_refs: set) -> ast.AS
     return next((bad for bad in (_unwritten(e, named, bound, numpy_refs) for e in parts) if bad is not None), None)
 
 
-def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str) -> dict:
-    """One scorecard row: the claim, what the paper expects, what we measure, and the verdict."""
+def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str, planned: pd.DataFrame | None = None) -> dict:
+    """One scorecard row: the claim, what the paper expects, what we measure, and the verdict.
+    ``planned``: the runs the claim's table will hold when complete (``planned_runs``), by which a
+    ``whole`` claim on a partial table is judged once every run of its region is there."""
     op, value, tol = claim.expectation()
     row = _blank_row(claim, scale)
     if scale == "smoke":  # truncated runs on generated data: they show the jobs run, nothing more
@@ -553,10 +557,15 @@ def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str) -> dict:
     if table is None:
         row["note"] = f"table {claim.table} not built"
         return row
+    region = region_runs(claim, planned) if claim.whole and table.attrs.get("partial") else None
     if claim.whole and table.attrs.get("partial"):
-        row["note"] = (f"reads a region of {claim.table}'s cells: judged once all its jobs are done "
-                       f"({table.attrs['partial']} finished so far)")
-        return row
+        done = len(region & set(table["run"])) if region and "run" in table else 0
+        if not region or done < len(region):
+            row["note"] = (f"reads a region of {claim.table}'s cells: judged once every run of it is done ({done} of "
+                           f"its {len(region)} runs so far, in {table.attrs['partial']} finished jobs)" if region else
+                           f"reads a region of {claim.table}'s cells: judged once all its jobs are done "
+                           f"({table.attrs['partial']} finished so far)")
+            return row
     t = rows(claim, table)
     if t.empty:  # e.g. a sparsity or model this configuration does not train, or not run yet
         row["note"] = ("no rows match: its cells are not among the finished jobs yet" if table.attrs.get("partial")
@@ -572,7 +581,10 @@ def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str) -> dict:
         return row
     row["measured"] = measured = _value(claim, t)
     notes = [claim.note] if claim.note else []
-    if table.attrs.get("partial"):
+    if region:
+        notes.insert(0, f"partial: every one of the {len(region)} runs its region holds is done (in "
+                        f"{table.attrs['partial']} finished jobs); the rest of the table is not run yet")
+    elif table.attrs.get("partial"):
         notes.insert(0, f"partial: judged on the rows of {table.attrs['partial']} finished jobs, the rest not run yet")
     notes += [f"the rows read hold {n} in {c} ({declared[c]})" for c, n in found.items()
               if declared[c] not in catalogue.BLANKS]
@@ -598,6 +610,38 @@ def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str) -> dict:
     row["verdict"] = {CLAIM: (REPRODUCED, NOT_REPRODUCED), CHECK: (HOLDS, FAILS),
                       CALIBRATION: (SHOWN, SHOWN)}[claim.kind][0 if met else 1]
     return row
+
+
+def planned_runs(config: dict, exp: str, scale: str) -> pd.DataFrame | None:
+    """One row per run ``exp``'s complete table will hold, with the run's fields and ``run`` its key
+    in the rows: its own parts' runs and those it takes from another experiment (config ``shared``,
+    under their key there). None for an experiment that trains no runs of its own or is not in
+    ``config``."""
+    from ..pipeline import shared
+    from ..pipeline.config import settings
+
+    if exp not in config.get("experiments", {}) or not catalogue.entry(exp).trains:
+        return None
+    runs = [{**run, "run": key} for part in catalogue.parts(exp, settings(config, exp, scale)).values()
+            for key, run in part["runs"].items()]
+    src = shared.source(config, exp, scale)
+    if src:
+        theirs = catalogue.parts(src, settings(config, src, scale))
+        runs += [{**theirs[part]["runs"][twin], "run": twin} for part, twin in shared.twins(config, exp, scale).values()]
+    return pd.DataFrame(runs)
+
+
+def region_runs(claim: Claim, planned: pd.DataFrame | None) -> set[str]:
+    """The run keys of ``planned`` (``planned_runs``) that ``claim``'s filter keeps: the runs a
+    ``whole`` claim waits for. Empty where that cannot be told (no plan, or a filter on a column
+    only the results have): the claim then waits for the whole table."""
+    if planned is None or planned.empty:
+        return set()
+    try:
+        kept = planned.query(claim.where) if claim.where else planned
+    except (KeyError, NameError, TypeError, ValueError):  # pandas' UndefinedVariableError is both of the first
+        return set()
+    return set(kept["run"])
 
 
 def edges(op: str, value: float, tol: float) -> list[float]:
@@ -652,17 +696,20 @@ def scorecard(claims: list[Claim], results: str, scale: str, limits: dict | None
     child process under ``limits`` (``LIMITS``): a claim whose measure runs past its CPU seconds or
     memory gets an "invalid" row that says so and names it, and the child starts again after it.
     ``config``: the workflow config, whose ``shared`` runs a partial table (``_table``) takes from
-    the tables it shares them with."""
+    the tables it shares them with, and whose plan says which runs a ``whole`` claim's region holds
+    (``planned_runs``; without it such a claim waits for the whole table)."""
     import multiprocessing as mp
 
     limits = {**LIMITS, **(limits or {})}
     shared = _shared_runs(config, {c.table for c in claims}, scale) if config else {}
+    planned = {t: planned_runs(config, t, scale) for t in sorted({c.table for c in claims if c.whole})} if config else {}
     rows: list[dict] = []
     ctx = mp.get_context("fork")
     while len(rows) < len(claims):
         todo = claims[len(rows):]
         receive, send = ctx.Pipe(duplex=False)
-        child = ctx.Process(target=_judge_all, args=(todo, results, scale, limits, send, shared), daemon=True)
+        child = ctx.Process(target=_judge_all, args=(todo, results, scale, limits, send, shared, planned),
+                            daemon=True)
         child.start()
         send.close()
         while len(rows) < len(claims):
@@ -682,7 +729,8 @@ def scorecard(claims: list[Claim], results: str, scale: str, limits: dict | None
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def _judge_all(claims: list[Claim], results: str, scale: str, limits: dict, send, shared: dict | None = None) -> None:
+def _judge_all(claims: list[Claim], results: str, scale: str, limits: dict, send, shared: dict | None = None,
+               planned: dict | None = None) -> None:
     """The child of ``scorecard``: each claim judged under the limits, its row sent as it is done."""
     import resource
 
@@ -694,7 +742,7 @@ def _judge_all(claims: list[Claim], results: str, scale: str, limits: dict, send
         used = int(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]))
         resource.setrlimit(resource.RLIMIT_CPU, (used + limits["cpu_seconds"], resource.RLIM_INFINITY))
         try:
-            row = evaluate(c, tables[c.table], scale)
+            row = evaluate(c, tables[c.table], scale, (planned or {}).get(c.table))
         except MemoryError:
             row = _over_limit(c, scale, f"needed more than {limits['memory_bytes'] / 2**30:g} GB of memory")
         except ClaimError as e:  # a claim that cannot be read against its table: handed to the parent
