@@ -3,6 +3,7 @@ numbers (a wrong expectation is "not reproduced", a paper-scale claim is not jud
 That every claim reads columns the workflow's tables have is checked on a real quick build in
 test_workflow.py."""
 
+import dataclasses
 import re
 from html import escape
 from pathlib import Path
@@ -409,6 +410,11 @@ def test_a_claims_file_that_is_not_yaml_or_names_an_unknown_key_is_named_with_it
     line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if "id: T-2" in text)
     assert str(err.value).startswith(f"{path}, line {line}: claim T-2 has unknown key(s) mesure; a claim's keys are ")
     assert "columns, expect, expect_from" in str(err.value)
+    for also in ({"label": "x"}, ["init == 'he'"]):  # an `also` without its filter, or a bare filter
+        path.write_text(yaml.safe_dump({"claims": [{**good, "also": also}]}, sort_keys=False))
+        with pytest.raises(claims.ClaimError, match=r"line 2: claim T-1: also holds .*; give a mapping \{label: \.\.\., "
+                                                    r"where: \.\.\.\} or a list of them"):
+            claims.load(path)
 
 
 @pytest.mark.parametrize("damage, says", [
@@ -532,6 +538,12 @@ def test_a_claim_on_a_region_is_judged_once_every_run_of_its_region_is_done():
     judged = claims.evaluate(claim, table, "paper", planned)  # glorot's run c is still to come
     assert judged["verdict"] == claims.REPRODUCED and judged["measured"] == pytest.approx(2.0)
     assert judged["note"].startswith("partial: every one of the 2 runs its region holds is done")
+    # an `also` reading (a list of them) waits for its own region's runs, as the verdict does
+    alsos = [{"label": "glorot", "where": "init == 'glorot'"}, {"label": "he alone", "where": "init == 'he'"}]
+    both = claims.evaluate(dataclasses.replace(claim, also=alsos), table, "paper", planned)["note"]
+    assert "glorot: once every run of it is done (0 of its 1 so far)" in both and "he alone: 2" in both
+    table.loc[2] = ["glorot", 7.0, "c"]
+    assert "glorot: 7" in claims.evaluate(dataclasses.replace(claim, also=alsos), table, "paper", planned)["note"]
     # no plan, or a filter the plan cannot read (a results column): it waits for the whole table
     assert claims.evaluate(claim, table, "paper")["verdict"] == claims.NOT_RUN
     assert claims.region_runs(_claim(whole=True, where="act_ratio > 1"), planned) == set()

@@ -15,7 +15,7 @@ the paper says that number is::
       expect: "<= 0.1"        # or "> 0", "== true", or "1.5 ± 0.15" (absolute tolerance)
       scale: any              # or paper: not judged on the quick scale's toy sizes
       why: ...                # optional: what a disagreement means (read on the scorecard)
-      also: {label: ..., where: ...}   # optional: the same measure under another filter, in the note
+      also: {label: ..., where: ...}   # optional (or a list): the same measure under another filter, in the note
       note: ...               # optional: a fixed remark on how the claim reads the table, in the note
       whole: true             # optional: reads a region or the whole grid, so a table still
                               # arriving part by part (``reference export``) judges it only once
@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dataclasses
 import math
 import os
 import re
@@ -184,8 +185,9 @@ class Claim:
     scale: str = "any"
     why: str = ""
     # The same measure under another row filter, shown in the note beside the verdict's number
-    # ({"label": ..., "where": ...}): e.g. TG's growth over all layers beside layers 2..L.
-    also: dict | None = None
+    # ({"label": ..., "where": ...}, or a list of them): e.g. TG's growth over all layers beside
+    # layers 2..L, RP-F3's verdicts under the readings the paper leaves open (momentum 0.9, chi 0.9).
+    also: dict | list | None = None
     note: str = ""  # a fixed remark shown in the note (how the claim reads the table)
     # Judged once every run of its region is done (the whole table where the plan cannot say which):
     # a count or extreme over a region of cells would change as its missing runs arrive (RP-F3's
@@ -207,6 +209,11 @@ class Claim:
     def block(self) -> str:
         """The claim id without a cell's key (``RP-T2[cifar10/...]`` -> ``RP-T2``)."""
         return self.id.split("[")[0]
+
+    @property
+    def alsos(self) -> list[dict]:
+        """``also`` as a list (one mapping, several, or none)."""
+        return [self.also] if isinstance(self.also, dict) else list(self.also or [])
 
     def expectation(self) -> tuple[str, float, float]:
         """(comparison, value, tolerance) parsed from ``expect``."""
@@ -285,7 +292,10 @@ def load(path: str | Path) -> list[Claim]:
             check_measure(c.id, c.measure, c.columns)
             if c.se:
                 check_measure(c.id, c.se, c.columns)
-            for where in (c.where, (c.also or {}).get("where")):
+            if any(not isinstance(a, dict) or set(a) != {"label", "where"} for a in c.alsos):
+                raise ValueError(f"claim {c.id}: also holds {c.also!r}; give a mapping {{label: ..., where: ...}} or a "
+                                 f"list of them")
+            for where in (c.where, *(a["where"] for a in c.alsos)):
                 if where:
                     check_expression(c.id, "where", where, c.columns)
             if c.expect_from not in EXPECT_FROM:
@@ -588,9 +598,8 @@ def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str, planned: pd.D
         notes.insert(0, f"partial: judged on the rows of {table.attrs['partial']} finished jobs, the rest not run yet")
     notes += [f"the rows read hold {n} in {c} ({declared[c]})" for c, n in found.items()
               if declared[c] not in catalogue.BLANKS]
-    if claim.also:
-        other = measure(claim, table, claim.also.get("where"))
-        notes.append(f"{claim.also['label']}: {'no rows' if other is None else f'{other:.4g}'}")
+    for also in claim.alsos:
+        notes.append(f"{also['label']}: {_also(claim, table, also['where'], planned)}")
     if not np.isfinite(measured):
         notes.insert(0, "the measure is not finite")
     met = judge(op, value, tol, measured)
@@ -610,6 +619,20 @@ def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str, planned: pd.D
     row["verdict"] = {CLAIM: (REPRODUCED, NOT_REPRODUCED), CHECK: (HOLDS, FAILS),
                       CALIBRATION: (SHOWN, SHOWN)}[claim.kind][0 if met else 1]
     return row
+
+
+def _also(claim: Claim, table: pd.DataFrame, where: str, planned: pd.DataFrame | None) -> str:
+    """The claim's measure under an ``also`` filter, as its note prints it; on a partial table a
+    ``whole`` claim's is shown once every run of that filter's region is done, as the verdict is."""
+    if claim.whole and table.attrs.get("partial"):
+        region = region_runs(dataclasses.replace(claim, where=where), planned)
+        done = len(region & set(table["run"])) if region and "run" in table else 0
+        if not region:
+            return "once the whole table is done"
+        if done < len(region):
+            return f"once every run of it is done ({done} of its {len(region)} so far)"
+    other = measure(claim, table, where)
+    return "no rows" if other is None else f"{other:.4g}"
 
 
 def planned_runs(config: dict, exp: str, scale: str) -> pd.DataFrame | None:
