@@ -546,8 +546,8 @@ def test_a_claim_on_a_region_is_judged_once_every_run_of_its_region_is_done():
     assert "glorot: 7" in claims.evaluate(dataclasses.replace(claim, also=alsos), table, "paper", planned)["note"]
     # no plan, or a filter the plan cannot read (a results column): it waits for the whole table
     assert claims.evaluate(claim, table, "paper")["verdict"] == claims.NOT_RUN
-    assert claims.region_runs(_claim(whole=True, where="act_ratio > 1"), planned) == set()
-    assert claims.region_runs(_claim(whole=True, where=None), planned) == {"a", "b", "c"}
+    assert claims.region_runs("act_ratio > 1", planned) == set()
+    assert claims.region_runs(None, planned) == {"a", "b", "c"}
 
 
 def test_the_planned_runs_of_rp_f3_and_f5_are_the_grids_and_rp_19_waits_for_its_48():
@@ -560,7 +560,7 @@ def test_the_planned_runs_of_rp_f3_and_f5_are_the_grids_and_rp_19_waits_for_its_
     assert len(f3) == 720 and len(grid) == 3 * 6 * 9 * 3 and f3["run"].is_unique
     assert len(f5) == 972 and set(f5.query("activation == 'tanh'")["run"]) == set(grid["run"])
     rp19 = next(c for c in CLAIMS if c.id == "RP-19")
-    region = f3[f3["run"].isin(claims.region_runs(rp19, f3))]
+    region = f3[f3["run"].isin(claims.region_runs(rp19.where, f3))]
     assert len(region) == 48 and set(region.depth) == {2, 20, 40, 60} and set(region.sparsity) == {0.1, 0.2, 0.3, 0.4}
     assert set(region.setup) == {"ordered"} and sorted(region.rep.unique()) == [0, 1, 2]
     assert claims.planned_runs(config, "OP-F1", "paper") is None  # no training runs

@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import dataclasses
 import math
 import os
 import re
@@ -567,12 +566,12 @@ def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str, planned: pd.D
     if table is None:
         row["note"] = f"table {claim.table} not built"
         return row
-    region = region_runs(claim, planned) if claim.whole and table.attrs.get("partial") else None
-    if claim.whole and table.attrs.get("partial"):
-        done = len(region & set(table["run"])) if region and "run" in table else 0
-        if not region or done < len(region):
+    region = claim.whole and table.attrs.get("partial")
+    if region:
+        done, total = region_progress(claim.where, table, planned)
+        if not total or done < total:
             row["note"] = (f"reads a region of {claim.table}'s cells: judged once every run of it is done ({done} of "
-                           f"its {len(region)} runs so far, in {table.attrs['partial']} finished jobs)" if region else
+                           f"its {total} runs so far, in {table.attrs['partial']} finished jobs)" if total else
                            f"reads a region of {claim.table}'s cells: judged once all its jobs are done "
                            f"({table.attrs['partial']} finished so far)")
             return row
@@ -592,7 +591,7 @@ def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str, planned: pd.D
     row["measured"] = measured = _value(claim, t)
     notes = [claim.note] if claim.note else []
     if region:
-        notes.insert(0, f"partial: every one of the {len(region)} runs its region holds is done (in "
+        notes.insert(0, f"partial: every one of the {total} runs its region holds is done (in "
                         f"{table.attrs['partial']} finished jobs); the rest of the table is not run yet")
     elif table.attrs.get("partial"):
         notes.insert(0, f"partial: judged on the rows of {table.attrs['partial']} finished jobs, the rest not run yet")
@@ -625,12 +624,11 @@ def _also(claim: Claim, table: pd.DataFrame, where: str, planned: pd.DataFrame |
     """The claim's measure under an ``also`` filter, as its note prints it; on a partial table a
     ``whole`` claim's is shown once every run of that filter's region is done, as the verdict is."""
     if claim.whole and table.attrs.get("partial"):
-        region = region_runs(dataclasses.replace(claim, where=where), planned)
-        done = len(region & set(table["run"])) if region and "run" in table else 0
-        if not region:
+        done, total = region_progress(where, table, planned)
+        if not total:
             return "once the whole table is done"
-        if done < len(region):
-            return f"once every run of it is done ({done} of its {len(region)} so far)"
+        if done < total:
+            return f"once every run of it is done ({done} of its {total} so far)"
     other = measure(claim, table, where)
     return "no rows" if other is None else f"{other:.4g}"
 
@@ -654,17 +652,24 @@ def planned_runs(config: dict, exp: str, scale: str) -> pd.DataFrame | None:
     return pd.DataFrame(runs)
 
 
-def region_runs(claim: Claim, planned: pd.DataFrame | None) -> set[str]:
-    """The run keys of ``planned`` (``planned_runs``) that ``claim``'s filter keeps: the runs a
+def region_runs(where: str | None, planned: pd.DataFrame | None) -> set[str]:
+    """The run keys of ``planned`` (``planned_runs``) that the filter ``where`` keeps: the runs a
     ``whole`` claim waits for. Empty where that cannot be told (no plan, or a filter on a column
     only the results have): the claim then waits for the whole table."""
     if planned is None or planned.empty:
         return set()
     try:
-        kept = planned.query(claim.where) if claim.where else planned
+        kept = planned.query(where) if where else planned
     except (KeyError, NameError, TypeError, ValueError):  # pandas' UndefinedVariableError is both of the first
         return set()
     return set(kept["run"])
+
+
+def region_progress(where: str | None, table: pd.DataFrame, planned: pd.DataFrame | None) -> tuple[int, int]:
+    """(runs of the region ``where`` selects that ``table`` holds, runs it selects): (0, 0) where
+    the plan cannot say which runs those are."""
+    region = region_runs(where, planned)
+    return (len(region & set(table["run"])) if region and "run" in table else 0), len(region)
 
 
 def edges(op: str, value: float, tol: float) -> list[float]:
