@@ -86,13 +86,18 @@ def test_a_part_stopped_by_the_budget_travels_with_the_reference_and_resumes_to_
 
 @pytest.fixture
 def exported(tmp_path):
-    """A reference with two parts of an unfinished TG-F3a: one gzipped (above GZIP_ABOVE), one plain."""
+    """A reference with two parts of an unfinished TG-F3a: one gzipped, as export keeps every part, and
+    one plain, as parts exported before that were (the reference still holds such parts)."""
     results, out = tmp_path / "results" / "paper", tmp_path / "reference" / "paper"
     rng = np.random.default_rng(0)
     _job(results, "TG-F3a", "gaussian", pd.DataFrame({"layer": range(40_000), "growth": rng.random(40_000)}), 5.0)
     _job(results, "TG-F3a", "uniform", pd.DataFrame({"layer": range(3), "growth": [0.5, 1.5, 1.25]}), 5.0)
     reference.export(results, out, ["TG-F3a"])
-    assert (out / "TG" / "TG-F3a" / "gaussian.csv.gz").exists() and (out / "TG" / "TG-F3a" / "uniform.csv").exists()
+    kept = out / "TG" / "TG-F3a"
+    assert sorted(f.name for f in kept.iterdir()) == ["gaussian.csv.gz", "uniform.csv.gz"]  # small parts too
+    assert gzip.decompress((kept / "uniform.csv.gz").read_bytes()) == (results / "TG" / "TG-F3a" / "uniform.csv").read_bytes()
+    (kept / "uniform.csv").write_bytes(gzip.decompress((kept / "uniform.csv.gz").read_bytes()))
+    (kept / "uniform.csv.gz").unlink()
     return out
 
 

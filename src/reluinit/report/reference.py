@@ -82,11 +82,12 @@ def read_table(root: str | Path, exp: str) -> pd.DataFrame:
     return pd.read_csv(paths.existing_table(str(root), exp))
 
 
-def _copy_table(src: Path, dest_csv: Path) -> Path:
+def _copy_table(src: Path, dest_csv: Path, gzip_above: int = GZIP_ABOVE) -> Path:
+    """``src`` as ``dest_csv``, or gzipped beside it (``.csv.gz``) when larger than ``gzip_above`` bytes."""
     dest_csv.parent.mkdir(parents=True, exist_ok=True)
     for stale in (dest_csv, dest_csv.with_suffix(".csv.gz")):
         stale.unlink(missing_ok=True)
-    if src.stat().st_size <= GZIP_ABOVE:
+    if src.stat().st_size <= gzip_above:
         shutil.copyfile(src, dest_csv)
         return dest_csv
     dest = dest_csv.with_suffix(".csv.gz")
@@ -300,8 +301,8 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
             # unfinished: keep its finished jobs' rows, so a later session resumes from them (restore),
             # with those exported earlier that this results tree lacks (not restored, or not yet rerun)
             done = sorted(Path(paths.part(str(results), exp, "x")).parent.glob("*.csv"))
-            for f in done:
-                _copy_table(f, Path(paths.part(str(out), exp, f.stem)))
+            for f in done:  # kept for restore and the claims, not for reading: gzipped, whatever their size
+                _copy_table(f, Path(paths.part(str(out), exp, f.stem)), gzip_above=0)
             ran = {f.stem for f in done}
             parts = sorted([_part_row(results, exp, f.stem, carried, made_by(exp)) for f in done]
                            + [_with_digests(r | {"experiment": exp, "part": p}, out)
@@ -684,6 +685,7 @@ def reference_readme(card: pd.DataFrame, runs: pd.DataFrame) -> str:
         "(`figures/<ID>.png`) and settings record (`figures/<ID>.json`), every claim judged",
         "(`claims.csv`, `claims/<PAPER>.csv`, `reports/scorecard.html`) and each paper's executed notebook",
         "(`reports/<PAPER>.html`). `runs.csv` lists every experiment: rows, jobs, summed job seconds, data;",
+        "an unfinished experiment keeps its finished jobs' rows instead of its table (`<PAPER>/<ID>/<part>.csv.gz`);",
         "`parts.csv` lists the jobs of an experiment that ran across sessions (seconds, commit and CPU of each)",
         "and what each part's file held (SHA-256, bytes, rows), which `restore` checks"
         + (f"; {' and '.join(e + chr(39) + 's' for e in undigested)} parts were folded\n"
