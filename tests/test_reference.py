@@ -2,6 +2,7 @@
 
 import io
 import re
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -159,6 +160,19 @@ def test_an_experiment_finished_across_sessions_counts_every_session_s_jobs(tmp_
     parts = pd.read_csv(out / "parts.csv").set_index("part")
     assert parts["job_seconds"].to_dict() == {"gaussian": 12.5, "uniform": 7.5}
     assert parts.loc["gaussian", "commit"] == "earlier"
+
+
+def test_the_commit_recorded_is_the_running_codes_not_the_working_folders(tmp_path, monkeypatch):
+    """A harvest runs a snapshot worktree's code (on PYTHONPATH) from the main checkout's folder:
+    its parts must name the snapshot's commit. Here the folder is another repository, one commit old."""
+    other = tmp_path / "other"
+    other.mkdir()
+    for args in (["init", "-q"], ["-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "x"]):
+        subprocess.run(["git", *args], cwd=other, check=True)
+    theirs = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=other, capture_output=True, text=True).stdout.strip()
+    ours = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    monkeypatch.chdir(other)
+    assert reference._commit().removesuffix("+local changes") == ours != theirs
 
 
 def test_a_job_resumed_from_checkpoints_counts_the_epochs_trained_before_it(tmp_path):

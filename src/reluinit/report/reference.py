@@ -129,8 +129,13 @@ def _data(table: pd.DataFrame) -> str:
 
 
 def _commit() -> str:
+    """The commit of the checkout this code runs from (``+local changes`` where its code or config
+    differs), not the working directory's: a harvest may run one checkout's code (a snapshot
+    worktree on ``PYTHONPATH``) from another's folder."""
+    checkout = Path(__file__).resolve().parents[3]  # src/reluinit/report/reference.py
+
     def git(*args):
-        return subprocess.run(["git", *args], capture_output=True, text=True).stdout.strip()
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=checkout).stdout.strip()
     dirty = git("status", "--porcelain", "--untracked-files=no", "--", "src", "workflow", "config.yaml")
     return git("rev-parse", "--short", "HEAD") + ("+local changes" if dirty else "")
 
