@@ -660,6 +660,18 @@ def test_a_verdict_within_two_standard_errors_of_its_threshold_is_inconclusive()
     assert claims.evaluate(exact, pd.DataFrame({"net": range(5), "x": [1, 2, 3, 4, 5]}), "paper")["verdict"] == claims.REPRODUCED
 
 
+def test_seeds_that_all_sit_on_the_threshold_decide_it_with_no_spread():
+    """RP-21's cell: three seeds each at exactly 0.1135 against "<= 0.1135". Every resample is the
+    same value, so the standard error is 0, not the 2.8e-17 a float mean of 200 copies leaves, and
+    the verdict is decided (reproduced); three seeds just above it fail it, with no spread either."""
+    c = _claim(columns=["rep", "x"], measure="t.groupby('rep').x.mean().mean()", expect="<= 0.1135", unit="rep",
+               expect_from="ours")
+    row = claims.evaluate(c, pd.DataFrame({"rep": range(3), "x": [0.1135] * 3}), "paper")
+    assert row["se"] == 0 and row["verdict"] == claims.REPRODUCED
+    above = claims.evaluate(c, pd.DataFrame({"rep": range(3), "x": [0.1136] * 3}), "paper")
+    assert above["se"] == 0 and above["verdict"] == claims.NOT_REPRODUCED
+
+
 def test_the_counts_keep_kinds_apart_and_the_expectation_says_who_set_it():
     card = pd.DataFrame([
         {"paper": "TG", "kind": claims.CLAIM, "verdict": claims.REPRODUCED, "expected": "> 0", "expect_from": "paper"},
