@@ -110,6 +110,37 @@ def test_an_unfinished_experiment_keeps_its_finished_jobs_and_a_later_run_gets_t
     pd.testing.assert_frame_equal(pd.read_csv(again / "TG" / "TG-F3a" / "gaussian.csv"), ROWS)
 
 
+def _done(results: Path, exp: str) -> None:
+    """An experiment's table and figure, as its figure job leaves them."""
+    ROWS.to_csv(paths.table(str(results), exp), index=False)
+    png = Path(paths.figures(str(results), exp)[1])
+    png.parent.mkdir(parents=True, exist_ok=True)
+    png.write_bytes(b"png")
+
+
+def test_a_finished_experiment_keeps_the_parts_an_unfinished_table_takes_until_that_one_is_done(tmp_path):
+    """RP-F5's table takes its tanh runs from RP-F3's part files (config `shared`): RP-F3 exported
+    done before RP-F5 keeps its parts, recorded and digested, so that restore brings them back for
+    RP-F5's table on a fresh machine; they go once RP-F5 is done too."""
+    results, out = tmp_path / "results" / "paper", tmp_path / "reference" / "paper"
+    _job(results, "RP-F3", "group0", ROWS, 12.5)
+    _done(results, "RP-F3")
+    runs = reference.export(results, out, ["RP-F3", "RP-F5"]).set_index("experiment")
+    assert (runs.loc["RP-F3", "status"], runs.loc["RP-F5", "status"]) == ("done", "absent")
+    kept = reference.kept_part(out, "RP-F3", "group0")
+    parts = pd.read_csv(out / "parts.csv", dtype=reference.TEXT).set_index("part")
+    assert reference.digests(reference.part_bytes(kept))["sha256"] == parts.loc["group0", "sha256"]
+    again = tmp_path / "again"
+    restored, _, refused = reference.restore(out, again)
+    assert restored == [again / "RP" / "RP-F3" / "group0.csv"] and refused == []
+
+    _job(results, "RP-F5", "group0", ROWS, 3.0)
+    _done(results, "RP-F5")
+    runs = reference.export(results, out, ["RP-F5"]).set_index("experiment")
+    assert (runs.loc["RP-F3", "status"], runs.loc["RP-F5", "status"]) == ("done", "done")
+    assert not (out / "RP" / "RP-F3").exists() and not (out / "RP" / "RP-F5").exists()
+
+
 def test_a_finished_job_made_by_other_code_or_settings_is_not_restored(tmp_path):
     """Snakemake cannot tell a copied file's age: restore itself refuses a part whose measuring
     code or settings changed since it was made, and says so (its job reruns)."""

@@ -42,7 +42,7 @@ import yaml
 
 from .. import integrity
 from ..fingerprint import settings_fingerprint
-from ..pipeline import catalogue, paths, provenance
+from ..pipeline import catalogue, paths, provenance, shared
 from ..pipeline.catalogue import PAPERS, paper_of
 from ..pipeline.config import settings
 from . import claims, reports
@@ -270,19 +270,48 @@ def _keep_checkpoints(results: Path, out: Path, exp: str, done: set[str]) -> Non
             shutil.copytree(folder, kept / folder.name)
 
 
+def takers(config: dict, exp: str, scale: str = "paper") -> list[str]:
+    """The experiments of ``config`` whose tables take runs from ``exp``'s parts (config ``shared``)."""
+    return [e for e in config["experiments"] if e in catalogue.ENTRIES and shared.source(config, e, scale) == exp]
+
+
+def _keep_taken_parts(results: Path, out: Path, status: dict[str, str], finished: dict[str, list[dict]],
+                      config: dict, scale: str) -> list[dict]:
+    """A done experiment's parts stay in the reference while an experiment that takes runs from
+    them is unfinished (its table is assembled from their files after ``restore``), and go once
+    every such experiment is done. ``finished``: the experiments done in this export, with the
+    rows of their parts that parts.csv does not hold yet (returned for those kept)."""
+    rows = []
+    for exp, state in status.items():
+        folder = Path(paths.part(str(out), exp, "x")).parent
+        if state != "done" or exp not in catalogue.ENTRIES:
+            continue
+        waiting = [e for e in takers(config, exp, scale) if status.get(e) != "done"]
+        if not waiting:
+            shutil.rmtree(folder, ignore_errors=True)  # finished: no parts
+            continue
+        if exp in finished:  # its parts as this results tree holds them (the table was assembled from them)
+            for f in sorted(Path(paths.part(str(results), exp, "x")).parent.glob("*.csv")):
+                _copy_table(f, Path(paths.part(str(out), exp, f.stem)), gzip_above=0)
+            rows += finished[exp]
+    return rows
+
+
 def _joined(values) -> str | None:
     kept = sorted({str(v) for v in values if v is not None and not pd.isna(v)})
     return "; ".join(kept) or None
 
 
 def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERIMENTS, scale: str = "paper",
-           ) -> pd.DataFrame:
+           config_file: str | Path = "config.yaml") -> pd.DataFrame:
     """Copy the tables, PNG figures and settings records of ``experiments`` found under
     ``results``; record what is absent. Returns (and writes) ``runs.csv``.
 
     An experiment that runs across sessions (too long for one) is exported part by part:
     ``parts.csv`` keeps one row per finished job (seconds, commit, CPU), so its time and the
-    commits and CPUs that made it stay known after ``restore`` and the run that completes it."""
+    commits and CPUs that made it stay known after ``restore`` and the run that completes it.
+    A finished experiment keeps its parts while another's table that takes runs from them (config
+    ``shared``) is unfinished: that table is assembled from their files (``restore``)."""
     results, out = Path(results), Path(out)
     old = pd.read_csv(out / "runs.csv", dtype=TEXT).set_index("experiment") if (out / "runs.csv").exists() else None
     old_parts = (pd.read_csv(out / "parts.csv", dtype=TEXT) if (out / "parts.csv").exists()
@@ -292,7 +321,9 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
 
     @functools.cache
     def made_by(exp: str) -> dict:  # ... and the fingerprints of exp's code and settings, once per experiment
-        return here | fingerprints(exp, scale=scale)
+        return here | fingerprints(exp, config_file, scale=scale)
+
+    finished = {}  # an experiment done in this export: its parts' rows, kept while a taker is unfinished
 
     for exp in experiments:
         carried = old_parts[old_parts["experiment"] == exp].set_index("part")
@@ -322,7 +353,6 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
                          "commit": _joined(p.get("commit") for p in parts),
                          "machine": _joined(p.get("machine") for p in parts)})
             continue
-        shutil.rmtree(Path(paths.part(str(out), exp, "x")).parent, ignore_errors=True)  # finished: no parts
         shutil.rmtree(Path(paths.checkpoints(str(out), exp, "x")).parent, ignore_errors=True)  # nor checkpoints
         dest = _copy_table(src, Path(paths.table(str(out), exp)))
         for f in (png, Path(paths.built(str(results), exp))):
@@ -346,6 +376,7 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
             machines += list(earlier["machine"])
             part_rows += [r | {"part": p} for p, r in earlier.to_dict("index").items()]
             part_rows += ran_rows
+        finished[exp] = ran_rows if not len(carried) else []  # rows parts.csv lacks, should its parts stay
         table = pd.read_csv(src)
         rows.append({"experiment": exp, "status": "done", "rows": len(table), "file": str(dest.relative_to(out)),
                      "jobs": jobs, "job_seconds": round(seconds, 1), "commit": _joined(commits),
@@ -353,6 +384,8 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
     if old is not None:  # experiments not exported this time keep their rows (a harvest exports its own)
         rows += [r | {"experiment": e} for e, r in old.to_dict("index").items() if e not in experiments]
     part_rows += [r for r in old_parts.to_dict("records") if r["experiment"] not in experiments]
+    part_rows += _keep_taken_parts(results, out, {r["experiment"]: r["status"] for r in rows}, finished,
+                                   yaml.safe_load(Path(config_file).read_text()), scale)
     order = {e: i for i, e in enumerate(EXPERIMENTS)}
     rows.sort(key=lambda r: (order.get(r["experiment"], len(order)), r["experiment"]))
     runs = pd.DataFrame(rows)
@@ -433,8 +466,9 @@ END = "<!-- end of reference scorecard -->"
 
 def restore(root: str | Path, results: str | Path, scale: str = "paper",
             config_file: str | Path = "config.yaml") -> tuple[list[Path], list[str], list[str]]:
-    """Copy the finished jobs of unfinished experiments from the reference back into a results
-    tree, so the campaign resumes where it stopped instead of redoing them. A part is restored only
+    """Copy the finished jobs of unfinished experiments (and those of a finished one whose runs an
+    unfinished table takes, ``export``) from the reference back into a results tree, so the
+    campaign resumes where it stopped instead of redoing them. A part is restored only
     when ``parts.csv`` records it, its measuring code and settings are today's (Snakemake cannot
     tell a copied file's age), and its content is what was exported (SHA-256, bytes, rows); it is
     written atomically and sealed, as a job writes it. Returns the files restored, for each part
@@ -690,7 +724,8 @@ def reference_readme(card: pd.DataFrame, runs: pd.DataFrame) -> str:
         "(`figures/<ID>.png`) and settings record (`figures/<ID>.json`), every claim judged",
         "(`claims.csv`, `claims/<PAPER>.csv`, `reports/scorecard.html`) and each paper's executed notebook",
         "(`reports/<PAPER>.html`). `runs.csv` lists every experiment: rows, jobs, summed job seconds, data;",
-        "an unfinished experiment keeps its finished jobs' rows instead of its table (`<PAPER>/<ID>/<part>.csv.gz`);",
+        "an unfinished experiment keeps its finished jobs' rows instead of its table (`<PAPER>/<ID>/<part>.csv.gz`),",
+        "and a finished one keeps them beside its table while another's unfinished table takes runs from them;",
         "`parts.csv` lists the jobs of an experiment that ran across sessions (seconds, commit and CPU of each)",
         "and what each part's file held (SHA-256, bytes, rows), which `restore` checks"
         + (f"; {' and '.join(e + chr(39) + 's' for e in undigested)} parts were folded\n"
