@@ -180,10 +180,7 @@ def test_an_experiment_finished_across_sessions_counts_every_session_s_jobs(tmp_
     _job(second, "TG-F3a", "uniform", ROWS, 7.5)
     pd.DataFrame([{"experiment": "TG-F3a", "part": "uniform", "status": "finished", "commit": "harvested",
                    "machine": "a GPU"}]).to_csv(second / "harvest.csv", index=False)  # a harvest's part
-    ROWS.to_csv(paths.table(str(second), "TG-F3a"), index=False)
-    png = Path(paths.figures(str(second), "TG-F3a")[1])
-    png.parent.mkdir(parents=True)
-    png.write_bytes(b"png")
+    _done(second, "TG-F3a")
     runs = reference.export(second, out, ["TG-F3a"]).set_index("experiment")
     assert (runs.loc["TG-F3a", "status"], runs.loc["TG-F3a", "jobs"], runs.loc["TG-F3a", "job_seconds"]) == ("done", 2, 20.0)
     assert {"earlier", "harvested", reference._commit()} == set(runs.loc["TG-F3a", "commit"].split("; "))
@@ -219,10 +216,7 @@ def test_a_job_resumed_from_checkpoints_counts_the_epochs_trained_before_it(tmp_
     parts = pd.read_csv(out / "parts.csv").set_index("part")
     assert parts["job_seconds"].to_dict() == {"gaussian": 600.0, "uniform": 900.0, "laplace": 12.5}
     assert runs.loc["TG-F3a", "job_seconds"] == 1512.5
-    ROWS.to_csv(paths.table(str(results), "TG-F3a"), index=False)  # finished: its seconds count them too
-    png = Path(paths.figures(str(results), "TG-F3a")[1])
-    png.parent.mkdir(parents=True)
-    png.write_bytes(b"png")
+    _done(results, "TG-F3a")  # finished: its seconds count them too
     runs = reference.export(results, out, ["TG-F3a"]).set_index("experiment")
     assert (runs.loc["TG-F3a", "status"], runs.loc["TG-F3a", "job_seconds"]) == ("done", 1512.5)
 
