@@ -76,11 +76,10 @@ def test_every_figure_a_page_shows_is_legible_there():
 
 
 def test_rp_f3s_heatmaps_at_the_papers_shape_are_legible_in_the_gallery(tmp_path, caplog):
-    """RP-F3's heatmaps (and RP-F5's, whose layout is theirs and whose ELU runs are not all in yet)
-    drawn from a table of the paper's shape (its config: 3 set-ups x 6 depths x 9 sparsities x 3
-    seeds, and the deciding cells at the other readings; accuracies drawn at random, a layout check,
-    no result) and held to the committed figures' floor, so a change of their layout fails here
-    before a figure is redrawn."""
+    """RP-F3's heatmaps (and RP-F5's, whose layout is theirs) drawn from a table of the paper's
+    shape (its config: 3 set-ups x 6 depths x 9 sparsities x 3 seeds, and the deciding cells at the
+    other readings; accuracies drawn at random, a layout check, no result) and held to the committed
+    figures' floor, so a change of their layout fails here before a figure is redrawn."""
     import itertools
 
     import numpy as np

@@ -414,7 +414,7 @@ ABSENT_WHY: dict[str, str] = {
              "where it stopped: python -m reluinit.harvest --only RP-F3 --device cpu --threads 1 --data-dir DIR "
              "--out harvest --budget-s SECONDS (one per core), then python -m reluinit.report.reference export "
              "--results harvest/paper --experiments RP-F3",
-    "RP-F5": "being retrained as RP-F3 was (issue 75): ELU at three seeds a cell (486 runs in 54 parts, about 16 "
+    "RP-F5": "retrained as RP-F3 was (issue 75): ELU at three seeds a cell (486 runs in 54 parts, about 16 "
              "core-hours on this CPU), its tanh panels RP-F3's runs, whose parts the reference keeps until RP-F5 is "
              "done: python -m reluinit.harvest --only RP-F5 (as RP-F3), then python -m reluinit.report.reference "
              "export --results harvest/paper --experiments RP-F5",
