@@ -409,13 +409,13 @@ ABSENT_WHY: dict[str, str] = {
              "there is no streaming loader): configured, not buildable ({docs}troubleshooting.md)",
     "RP-F3": "retrained at the paper's protocol (issue 75): three seeds a cell, MNIST normalised by (0.5, "
              "0.5) as the authors' data code does, and the deciding cells under momentum 0.9 and ordered chi 0.9 "
-             "(720 runs of 10,000 SGD steps, about 40 core-hours on this CPU); the one-seed grid it replaces is "
+             "(720 runs of 10,000 SGD steps, 31 core-hours on AMD EPYC cores: {docs}reference.md); the one-seed grid it replaces is "
              "in the history ({docs}papers/rp.md, 'The ordered point'). Harvested part by part on the CPU, resumed "
              "where it stopped: python -m reluinit.harvest --only RP-F3 --device cpu --threads 1 --data-dir DIR "
              "--out harvest --budget-s SECONDS (one per core), then python -m reluinit.report.reference export "
              "--results harvest/paper --experiments RP-F3",
-    "RP-F5": "retrained as RP-F3 was (issue 75): ELU at three seeds a cell (486 runs in 54 parts, about 16 "
-             "core-hours on this CPU), its tanh panels RP-F3's runs, whose parts the reference keeps until RP-F5 is "
+    "RP-F5": "retrained as RP-F3 was (issue 75): ELU at three seeds a cell (486 runs in 54 parts, 18 "
+             "core-hours on AMD EPYC cores: {docs}reference.md), its tanh panels RP-F3's runs, whose parts the reference keeps until RP-F5 is "
              "done: python -m reluinit.harvest --only RP-F5 (as RP-F3), then python -m reluinit.report.reference "
              "export --results harvest/paper --experiments RP-F5",
     "RP-T4": "not run yet: the depth-10, 50 and 100 tanh cnn, 3 set-ups x 3 seeds (27 runs of 10,000 SGD "
