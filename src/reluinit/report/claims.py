@@ -149,19 +149,62 @@ def common_grid(values: pd.Series) -> pd.DataFrame:
     return pd.DataFrame({k: np.interp(x, c.index, c.to_numpy(float)) for k, c in cols.items()}, index=x)
 
 
+def _fit_error(y: np.ndarray, curves) -> float:
+    """The smallest root-mean-square relative error of ``a + b f`` (b >= 0, any a) to ``y`` over the
+    curves ``f = curves(k)`` of a shape parameter k, each fitted by weighted least squares (weights
+    1/y: relative errors): a grid of k, then a finer one around its best."""
+    def errors(k):
+        f = curves(k)
+        f = f / f.max(axis=1, keepdims=True)  # scales b only: keeps the 2x2 systems well conditioned
+        w2 = y ** -2.0
+        s11, s12, s22 = w2.sum(), (w2 * f).sum(axis=1), (w2 * f ** 2).sum(axis=1)
+        t1, t2 = (w2 * y).sum(), (w2 * f * y).sum(axis=1)
+        det = s11 * s22 - s12 ** 2
+        b = np.maximum(np.where(det > 1e-12 * s11 * s22, s11 * t2 - s12 * t1, 0.0) / np.where(det > 0, det, 1), 0.0)
+        a = (t1 - s12 * b) / s11
+        # a >= 0 (a count or length is no less than nothing at depth 0): the best b at a = 0 where not
+        b = np.where(a < 0, np.maximum(t2 / s22, 0.0), b)
+        a = np.maximum(a, 0.0)
+        return np.sqrt(((((a[:, None] + b[:, None] * f) - y) / y) ** 2).mean(axis=1))
+
+    lo, hi = curves.range
+    k = np.linspace(lo, hi, 400)
+    i = int(np.argmin(errors(k)))
+    fine = np.linspace(k[max(i - 1, 0)], k[min(i + 1, len(k) - 1)], 400)
+    return float(min(errors(k).min(), errors(fine).min()))
+
+
+class _Curves:
+    """The family ``exponential`` fits: ``make(k)`` the curves of shape parameters ``k`` at the depths."""
+    def __init__(self, make, lo, hi):
+        self.make, self.range = make, (lo, hi)
+
+    def __call__(self, k):
+        return self.make(np.asarray(k, float)[:, None])
+
+
 def exponential(m: pd.Series) -> float:
-    """How exponential the growth of ``m`` (indexed by depth) is, from three depths a < b < c: the
-    second smallest (the first is a single layer), the one nearest the middle, and the largest. The
-    per-layer log growth from b to c over that from a to b, r, is 1 for an exponential and
-    q = (ln(c/b)/(c-b)) / (ln(b/a)/(b-a)) for any power law d^p whatever p; the value is
-    (r - q) / (1 - q): 0 for a power law, 1 for an exponential, and 0 where m does not grow in both
-    halves (flat or falling: no growth to shape)."""
-    d = sorted(m.index)
-    a, c = d[1], d[-1]
-    b = min(d, key=lambda x: abs(x - (a + c) / 2))
-    g1, g2 = math.log(m[b] / m[a]) / (b - a), math.log(m[c] / m[b]) / (c - b)
-    q = (math.log(c / b) / (c - b)) / (math.log(b / a) / (b - a))
-    return (g2 / g1 - q) / (1 - q) if min(g1, g2) > 0 else 0.0
+    """How much better an exponential than a power law fits the growth of ``m`` (indexed by depth),
+    both with a constant term: a + b r^d against a + b d^p (each with its best r or p, a, and b >= 0,
+    by least squares on the relative error), over the depths from the second smallest on (the first is
+    a single layer). The value is the power law's error over the sum of both: 1 where only an
+    exponential fits, 0 where only a power law does (100 + d^2 included, which a ratio of growths reads
+    as exponential), 1/2 where both fit alike (the data cannot tell). The exponentials fitted at least
+    double over the depths read (r^(span) >= 2): a slower one is a straight line there, which the power
+    law p = 1 fits as well. 0 where ``m`` does not grow from its first depth to the middle one and from
+    there to the last (flat or falling: no growth to shape)."""
+    depths = sorted(m.index)[1:]
+    d = np.array(depths, dtype=float)
+    y = np.asarray(m.loc[depths], dtype=float)
+    if len(d) < 3 or not np.all(np.isfinite(y)) or y.min() <= 0:
+        return 0.0
+    mid = int(np.argmin(np.abs(d - (d[0] + d[-1]) / 2)))
+    if not (y[mid] > y[0] and y[-1] > y[mid]):
+        return 0.0
+    span = d[-1] - d[0]
+    e_exp = _fit_error(y, _Curves(lambda g: np.exp(g * (d - d[0])), np.log(2) / span, np.log(20.0)))
+    e_pow = _fit_error(y, _Curves(lambda p: d ** p, 0.05, 12.0))
+    return 0.5 if e_exp + e_pow == 0 else e_pow / (e_exp + e_pow)
 
 
 HELPERS = {"np": np, "slope": slope, "rate": rate, "corr": corr, "spearman": spearman,
