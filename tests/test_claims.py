@@ -673,6 +673,29 @@ def test_a_verdict_within_two_standard_errors_of_its_threshold_is_inconclusive()
     assert claims.evaluate(exact, pd.DataFrame({"net": range(5), "x": [1, 2, 3, 4, 5]}), "paper")["verdict"] == claims.REPRODUCED
 
 
+def test_few_draws_get_a_jackknife_standard_error_and_a_t_margin():
+    """Three seeds: a bootstrap has 10 distinct resamples and reads the mean's standard error low by
+    sqrt(2/3); the jackknife gives sd / sqrt(3) exactly, and the verdict waits for Student's 4.303
+    standard errors (two degrees of freedom), not 2: a mean 3 standard errors above its threshold is
+    inconclusive, one 5 above it is judged."""
+    c = _claim(columns=["rep", "x"], measure="t.x.mean()", expect="> 0.5", unit="rep", expect_from="ours")
+    x = np.array([0.55, 0.6, 0.65])
+    se = x.std(ddof=1) / np.sqrt(3)
+    assert claims.standard_error(c, pd.DataFrame({"rep": range(3), "x": x})) == pytest.approx(se, rel=1e-12)
+    for above, verdict in ((3, claims.INCONCLUSIVE), (5, claims.REPRODUCED)):
+        t = pd.DataFrame({"rep": range(3), "x": x - x.mean() + 0.5 + above * se})
+        assert claims.evaluate(c, t, "paper")["verdict"] == verdict, above
+    assert claims.margin(3) == pytest.approx(4.303) and claims.margin(5) == 2
+
+
+def test_one_draw_cannot_reproduce_a_claim():
+    """A claim read over draws (``unit``) that holds one has no spread to tell it from chance: its
+    verdict is inconclusive however far from its threshold it lies."""
+    c = _claim(columns=["rep", "x"], measure="t.x.mean()", expect="> 0.5", unit="rep", expect_from="ours")
+    row = claims.evaluate(c, pd.DataFrame({"rep": [0, 0], "x": [0.9, 0.95]}), "paper")
+    assert row["verdict"] == claims.INCONCLUSIVE and "one rep value" in row["note"]
+
+
 def test_seeds_that_all_sit_on_the_threshold_decide_it_with_no_spread():
     """RP-21's cell: three seeds each at exactly 0.1135 against "<= 0.1135". Every resample is the
     same value, so the standard error is 0, not the 2.8e-17 a float mean of 200 copies leaves, and

@@ -189,9 +189,9 @@ def exponential(m: pd.Series) -> float:
     by least squares on the relative error), over the depths from the second smallest on (the first is
     a single layer). The value is the power law's error over the sum of both: 1 where only an
     exponential fits, 0 where only a power law does (100 + d^2 included, which a ratio of growths reads
-    as exponential), 1/2 where both fit alike (the data cannot tell). The exponentials fitted at least
-    double over the depths read (r^(span) >= 2): a slower one is a straight line there, which the power
-    law p = 1 fits as well. 0 where ``m`` does not grow from its first depth to the middle one and from
+    as exponential), 1/2 where both fit alike (the data cannot tell). The exponentials fitted grow by a
+    factor of 2 to 1e30 over the depths read: a slower one is a straight line there, which the power law
+    p = 1 fits as well. 0 where ``m`` does not grow from its first depth to the middle one and from
     there to the last (flat or falling: no growth to shape)."""
     depths = sorted(m.index)[1:]
     d = np.array(depths, dtype=float)
@@ -202,7 +202,7 @@ def exponential(m: pd.Series) -> float:
     if not (y[mid] > y[0] and y[-1] > y[mid]):
         return 0.0
     span = d[-1] - d[0]
-    e_exp = _fit_error(y, _Curves(lambda g: np.exp(g * (d - d[0])), np.log(2) / span, np.log(20.0)))
+    e_exp = _fit_error(y, _Curves(lambda g: np.exp(g * (d - d[0]) / span), np.log(2), np.log(1e30)))
     e_pow = _fit_error(y, _Curves(lambda p: d ** p, 0.05, 12.0))
     return 0.5 if e_exp + e_pow == 0 else e_pow / (e_exp + e_pow)
 
@@ -646,12 +646,21 @@ def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str, planned: pd.D
         notes.insert(0, "the measure is not finite")
     met = judge(op, value, tol, measured)
     if claim.unit or claim.se:
+        draws = t[claim.unit].nunique() if claim.unit else None
         row["se"] = se = standard_error(claim, t) if claim.unit else _value(claim, t, claim.se)
-        if claim.kind == CLAIM and np.isfinite(measured) and undecided(op, value, tol, measured, se):
-            over = (f"a bootstrap over its {t[claim.unit].nunique()} {claim.unit} values" if claim.unit
+        if claim.kind == CLAIM and draws is not None and draws < 2:
+            notes.append(f"inconclusive: it reads one {claim.unit} value, which has no spread to tell its "
+                         f"verdict from chance; more {claim.unit} values would decide it")
+            row["note"] = "; ".join(notes)
+            row["verdict"] = INCONCLUSIVE
+            return row
+        width = margin(draws)
+        if claim.kind == CLAIM and np.isfinite(measured) and undecided(op, value, tol, measured, se, width):
+            over = (f"a bootstrap over its {draws} {claim.unit} values" if claim.unit and draws >= SMALL
+                    else f"a jackknife over its {draws} {claim.unit} values, t-quantile {width:.3g}" if claim.unit
                     else "over its draws")
-            notes.append(f"inconclusive: {measured:.4g} lies within two standard errors ({se:.2g}, {over}) of where "
-                         f"its verdict turns; more draws would decide it")
+            notes.append(f"inconclusive: {measured:.4g} lies within {width:.3g} standard errors ({se:.2g}, {over}) "
+                         f"of where its verdict turns; more draws would decide it")
             row["note"] = "; ".join(notes)
             row["verdict"] = INCONCLUSIVE
             return row
@@ -720,13 +729,27 @@ def edges(op: str, value: float, tol: float) -> list[float]:
     return [value - tol, value + tol] if op == "≈" else [value]
 
 
-def undecided(op: str, value: float, tol: float, measured: float, se: float) -> bool:
-    """Whether ``measured`` lies within two standard errors ``se`` of where the verdict turns. An
-    exact expectation ("== 1": every architecture, every cell) has no such margin: it is judged as
-    measured, its standard error shown."""
+def undecided(op: str, value: float, tol: float, measured: float, se: float, width: float = 2.0) -> bool:
+    """Whether ``measured`` lies within ``width`` standard errors ``se`` of where the verdict turns
+    (``margin``: 2, or a t-quantile for few draws). An exact expectation ("== 1": every architecture,
+    every cell) has no such margin: it is judged as measured, its standard error shown."""
     if op == "==" or not (np.isfinite(se) and se > 0):
         return False
-    return bool(min(abs(measured - e) for e in edges(op, value, tol)) < 2 * se)
+    return bool(min(abs(measured - e) for e in edges(op, value, tol)) < width * se)
+
+
+# Below SMALL draws a bootstrap has too few distinct resamples (3 values: 10) and reads its standard
+# error low by sqrt((n - 1) / n) (18% at 3); a jackknife over the draws gives the standard error (for a
+# mean, exactly sd / sqrt(n)) and the margin is Student's two-sided 95% quantile with n - 1 degrees of
+# freedom instead of 2 (T95, from scipy.stats.t.ppf(0.975, df)).
+SMALL = 5
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776}
+
+
+def margin(draws: int | None) -> float:
+    """How many standard errors from its threshold a claim's value must lie to be judged: 2, or
+    Student's 95% quantile for fewer than ``SMALL`` draws."""
+    return T95.get(draws - 1, 2.0) if draws is not None and draws < SMALL else 2.0
 
 
 def standard_error(claim: Claim, t: pd.DataFrame, n: int = BOOTSTRAP_N, seed: int = BOOTSTRAP_SEED) -> float:
@@ -740,6 +763,8 @@ def standard_error(claim: Claim, t: pd.DataFrame, n: int = BOOTSTRAP_N, seed: in
     if len(units) < 2:
         return float("nan")
     where = {u: np.flatnonzero((t[claim.unit] == u).to_numpy()) for u in units}
+    if len(units) < SMALL:
+        return _jackknife(claim, t, units, where)
     rng = np.random.default_rng(seed)
     values = []
     for _ in range(n):
@@ -754,6 +779,18 @@ def standard_error(claim: Claim, t: pd.DataFrame, n: int = BOOTSTRAP_N, seed: in
         if np.isfinite(value):
             values.append(value)
     return float(np.std(np.subtract(values, values[0]), ddof=1)) if len(values) > 1 else float("nan")
+
+
+def _jackknife(claim: Claim, t: pd.DataFrame, units, where: dict) -> float:
+    """The jackknife standard error of ``claim``'s measure over its few ``unit`` values (``SMALL``):
+    the measure with each value's rows left out in turn, sqrt((n - 1) / n * sum of squared deviations
+    from their mean); for a mean over the draws it is exactly their sd / sqrt(n)."""
+    n = len(units)
+    values = [_value(claim, t.iloc[np.concatenate([where[v] for v in units if v != u])]) for u in units]
+    values = np.asarray([v for v in values if np.isfinite(v)], float)
+    if len(values) < n:
+        return float("nan")
+    return float(np.sqrt((n - 1) / n * ((values - values.mean()) ** 2).sum()))
 
 
 # What one claim may spend: a measure is data, but one such as ``sum(range(10**15))`` passes every
