@@ -790,6 +790,7 @@ def _jackknife(claim: Claim, t: pd.DataFrame, units, where: dict) -> float:
     values = np.asarray([v for v in values if np.isfinite(v)], float)
     if len(values) < n:
         return float("nan")
+    values = values - values[0]  # about the first, as the bootstrap: identical values give exactly 0
     return float(np.sqrt((n - 1) / n * ((values - values.mean()) ** 2).sum()))
 
 
