@@ -1,7 +1,7 @@
 """What every GPU table's pruning does to its nets, at the papers' sizes, on the CPU: the mask audit.
 
     python -m reluinit.tools.mask_audit [--scale paper] [--tables RP-T1 RP-T2 RP-T3 RP-T5 RP-T9]
-        [--out reference/paper/RP/mask-audit.csv.gz]
+        [--out reference/paper/RP/mask-audit.csv.gz] [--rejoin]
 
 RP's trained tables cost about a thousand GPU-hours on a cluster; a net whose pruning empties a
 layer or its classifier can only guess one class, however long it trains. This prunes each
@@ -18,13 +18,19 @@ One row per (table, model, method, sparsity, layer) with the layer's kept fracti
 ``emptied_layers``, ``classifier_kept`` of ``classifier_weights`` and ``collapse`` (in words, ""
 when nothing is emptied), beside the paper's accuracy for the cell (``paper_acc``, claims.yaml)
 and chance (100 / classes). ``python -m reluinit.pipeline.plan`` lists the collapsed cells from it.
-A stopped audit resumes: a rerun skips the nets its file already holds.
+A stopped audit resumes: a rerun skips the nets its file already holds, and joins every row's
+``paper_acc`` anew from claims.yaml (``rejoin``), so rows pruned under an older claims.yaml or an
+older join get the values it has now. ``--rejoin`` does only that to the file at ``--out``: it
+prunes nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import io
 import logging
+import numbers
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -60,13 +66,34 @@ def stand_in(dataset: str, per_class: int) -> tuple[Split, SimpleNamespace]:
 
 
 def paper_values(claims_path: str | Path, table: str) -> dict[tuple, float]:
-    """The paper's mean accuracy (%) of each cell of ``table``'s claim, keyed by its key values."""
+    """The paper's mean accuracy (%) of each cell of ``table``'s claim, keyed by its key values
+    (``cell_key``: a sparsity of 0.9 in claims.yaml is the same cell as 0.90 or 0.9000000000000001
+    in a run or a CSV)."""
 
     claim = _claim(claims_path, table)
     if claim is None:
         return {}
     n = len(claim["keys"])
-    return {tuple(row[:n]): row[n] for row in claim["rows"]}
+    return {cell_key(row[:n]): row[n] for row in claim["rows"]}
+
+
+def cell_key(values) -> tuple:
+    """A cell's key values as a lookup key: numbers as floats rounded to 9 decimals (an int depth,
+    a float sparsity and numpy's scalars alike), text as it stands."""
+    return tuple(round(float(v), 9) if isinstance(v, numbers.Real) and not isinstance(v, bool) else v
+                 for v in values)
+
+
+def rejoin(audit: pd.DataFrame, claims: str | Path = "claims.yaml") -> pd.DataFrame:
+    """``audit`` with every row's ``paper_acc`` read anew from ``claims`` (the table's claim's mean
+    for the row's cell, NaN where the claim has no such cell); nothing else changes, nothing is
+    pruned."""
+    acc = pd.Series(float("nan"), index=audit.index, dtype=float)
+    for table, rows in audit.groupby("table", sort=False):
+        paper, keys = paper_values(claims, table), _keys(claims, table)
+        acc.loc[rows.index] = [paper.get(cell_key(cell), float("nan"))
+                               for cell in rows[keys].itertuples(index=False, name=None)]
+    return audit.assign(paper_acc=acc)
 
 
 def nets(config: dict, tables: list[str], scale: str):
@@ -113,7 +140,7 @@ def audit_net(table: str, s: dict, run: dict, sparsities: list[float], paper: di
         last = list(masks)[-1]
         linked = connected(model, masks, batch["in_shape"]) if any(not m.any() for m in masks.values()) else True
         t = layer_table(masks).rename(columns={"density": "kept_fraction"})
-        cell = tuple({**run, "sparsity": sp}[k] for k in keys)
+        cell = cell_key({**run, "sparsity": sp}[k] for k in keys)
         t = t.assign(table=table, dataset=run["dataset"], in_shape=f"{c}x{h}x{w}", classes=classes, model=run["model"],
                      net=name, activation=run["activation"], method=run["method"], pruner=pruner, init=init,
                      sparsity=sp, achieved_sparsity=sparsity(masks), emptied_layers=int(t["collapsed"].sum()),
@@ -131,11 +158,12 @@ def run(config: dict, tables: list[str], scale: str, out: str | Path, claims: st
     """The audit of ``tables`` at ``scale``, written to ``out`` as each net finishes (a run stopped
     half-way keeps its nets, and a rerun skips them)."""
     out = Path(out)
-    done = pd.read_csv(out, keep_default_na=False, na_values=[""]) if out.exists() else pd.DataFrame(columns=COLUMNS)
-    done["collapse"] = done["collapse"].fillna("")
+    done = read(out) if out.exists() else pd.DataFrame(columns=COLUMNS)
     if "connected" not in done:  # written before the path check: a net with no layer emptied is connected
         nets_of = done.groupby(["table", "dataset", "model", "activation", "method"])["emptied_layers"].transform("max")
         done = done[nets_of == 0].assign(connected=True, at_chance=False)[COLUMNS]
+    if len(done):  # rows pruned under an older claims.yaml (or join) take today's paper values
+        done = rejoin(done, claims)
     have = set(zip(done["table"], done["dataset"], done["model"], done["activation"], done["method"]))
     parts = [done] if len(done) else []
     for table, s, net_run, sparsities in sorted(nets(config, tables, scale), key=_cost):
@@ -152,11 +180,35 @@ def run(config: dict, tables: list[str], scale: str, out: str | Path, claims: st
     return audit
 
 
+def read(path: str | Path) -> pd.DataFrame:
+    """An audit file as ``run`` wrote it (``collapse`` "" where nothing is emptied)."""
+    audit = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={"collapse": str})
+    if "collapse" in audit:
+        audit["collapse"] = audit["collapse"].fillna("")
+    return audit
+
+
+def rejoin_file(out: str | Path, claims: str | Path = "claims.yaml") -> pd.DataFrame:
+    """The audit at ``out`` with ``paper_acc`` joined anew from ``claims`` (``rejoin``), written
+    back in place: the masks are not recomputed."""
+    out = Path(out)
+    audit = rejoin(read(out), claims)
+    _write(audit, out)
+    return audit
+
+
 def _write(audit: pd.DataFrame, out: Path) -> None:
-    """The audit as CSV, gzipped (with no timestamp, so the same rows give the same bytes) where
-    ``out`` ends in .gz: the paper scale's 242 cells hold some 15,000 layer rows."""
-    gz = {"method": "gzip", "mtime": 0} if out.suffix == ".gz" else None
-    audit.to_csv(out, index=False, compression=gz)
+    """The audit as CSV, gzipped where ``out`` ends in .gz (the paper scale's 242 cells hold some
+    15,000 layer rows) as the reference gzips its tables (``report.reference._copy_table``: no
+    timestamp, no file name, level 9), so the same rows give the same bytes wherever written."""
+    text = audit.to_csv(index=False)
+    if out.suffix != ".gz":
+        out.write_text(text)
+        return
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, filename="", compresslevel=9) as gz:
+        gz.write(text.encode())
+    out.write_bytes(buf.getvalue())
 
 
 def _cost(net) -> float:
@@ -199,12 +251,20 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--config", default="config.yaml")
     ap.add_argument("--claims", default="claims.yaml")
     ap.add_argument("--out", default=None, help="default: reference/<scale>/RP/mask-audit.csv.gz")
+    ap.add_argument("--rejoin", action="store_true",
+                    help="only join paper_acc anew from --claims into the audit at --out (prunes nothing)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     from ..pipeline.config import read_yaml
 
-    config = read_yaml(args.config)
     out = args.out or f"reference/{args.scale}/RP/mask-audit.csv.gz"
+    if args.rejoin:
+        audit = rejoin_file(out, args.claims)
+        cells = audit.drop_duplicates(["table", "dataset", "model", "activation", "method", "sparsity"])
+        print(f"paper_acc joined anew from {args.claims} into {out}: {int(cells['paper_acc'].notna().sum())} of "
+              f"{len(cells)} cells have a paper value")
+        return
+    config = read_yaml(args.config)
     start = time.process_time()
     audit = run(config, args.tables, args.scale, out, args.claims)
     from ..pipeline.plan import collapsed_cells
