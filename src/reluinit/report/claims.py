@@ -183,7 +183,7 @@ class _Curves:
         return self.make(np.asarray(k, float)[:, None])
 
 
-def exponential(m: pd.Series) -> float:
+def exponential(m: pd.Series, skip: int = 1) -> float:
     """How much better an exponential than a power law fits the growth of ``m`` (indexed by depth),
     both with a constant term: a + b r^d against a + b d^p (each with its best r or p, a, and b >= 0,
     by least squares on the relative error), over the depths from the second smallest on (the first is
@@ -192,8 +192,9 @@ def exponential(m: pd.Series) -> float:
     as exponential), 1/2 where both fit alike (the data cannot tell). The exponentials fitted grow by a
     factor of 2 to 1e30 over the depths read: a slower one is a straight line there, which the power law
     p = 1 fits as well. 0 where ``m`` does not grow from its first depth to the middle one and from
-    there to the last (flat or falling: no growth to shape)."""
-    depths = sorted(m.index)[1:]
+    there to the last (flat or falling: no growth to shape). ``skip``: how many of the smallest depths are
+    left out (1: a single layer; 0 for an axis, such as width, whose first point is no special case)."""
+    depths = sorted(m.index)[skip:]
     d = np.array(depths, dtype=float)
     y = np.asarray(m.loc[depths], dtype=float)
     if len(d) < 3 or not np.all(np.isfinite(y)) or y.min() <= 0:
@@ -670,7 +671,7 @@ def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str, planned: pd.D
     met = judge(op, value, tol, measured)
     if claim.unit or claim.se:
         draws = t[claim.unit].nunique() if claim.unit else None
-        row["se"] = se = standard_error(claim, t) if claim.unit else _value(claim, t, claim.se)
+        row["se"] = se = _value(claim, t, claim.se) if claim.se else standard_error(claim, t)
         if claim.kind == CLAIM and draws is not None and draws < 2:
             notes.append(f"inconclusive: it reads one {claim.unit} value, which has no spread to tell its "
                          f"verdict from chance; more {claim.unit} values would decide it")
@@ -679,9 +680,9 @@ def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str, planned: pd.D
             return row
         width = margin(draws)
         if claim.kind == CLAIM and np.isfinite(measured) and undecided(op, value, tol, measured, se, width):
-            over = (f"a bootstrap over its {draws} {claim.unit} values" if claim.unit and draws >= SMALL
-                    else f"a jackknife over its {draws} {claim.unit} values, t-quantile {width:.3g}" if claim.unit
-                    else "over its draws")
+            over = ("over its draws" if claim.se else f"a bootstrap over its {draws} {claim.unit} values"
+                    if draws >= SMALL else f"a jackknife over its {draws} {claim.unit} values")
+            over += f", Student's t with {draws - 1} degrees of freedom" if draws else ""
             notes.append(f"inconclusive: {measured:.4g} lies within {width:.3g} standard errors ({se:.2g}, {over}) "
                          f"of where its verdict turns; more draws would decide it")
             row["note"] = "; ".join(notes)
@@ -762,17 +763,22 @@ def undecided(op: str, value: float, tol: float, measured: float, se: float, wid
 
 
 # Below SMALL draws a bootstrap has too few distinct resamples (3 values: 10) and reads its standard
-# error low by sqrt((n - 1) / n) (18% at 3); a jackknife over the draws gives the standard error (for a
-# mean, exactly sd / sqrt(n)) and the margin is Student's two-sided 95% quantile with n - 1 degrees of
-# freedom instead of 2 (T95, from scipy.stats.t.ppf(0.975, df)).
+# error low by sqrt((n - 1) / n) (18% at 3): a jackknife over the draws gives the standard error
+# instead (for a mean, exactly sd / sqrt(n)). Whatever the estimate, a standard error from n draws is
+# itself uncertain: the margin is Student's two-sided 95% quantile with n - 1 degrees of freedom
+# (4.303 at 3 draws, 2.776 at 5, 2.262 at 10), and 2 from about 60 draws on.
 SMALL = 5
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776}
 
 
 def margin(draws: int | None) -> float:
-    """How many standard errors from its threshold a claim's value must lie to be judged: 2, or
-    Student's 95% quantile for fewer than ``SMALL`` draws."""
-    return T95.get(draws - 1, 2.0) if draws is not None and draws < SMALL else 2.0
+    """How many standard errors from its threshold a claim's value must lie to be judged: Student's
+    two-sided 95% quantile for ``draws`` draws (``n - 1`` degrees of freedom), at least 2; 2 where the
+    draws are not counted (a ``se`` expression without a ``unit``)."""
+    if draws is None or draws < 2:
+        return 2.0
+    from scipy.stats import t as student
+
+    return max(2.0, float(student.ppf(0.975, draws - 1)))
 
 
 def standard_error(claim: Claim, t: pd.DataFrame, n: int = BOOTSTRAP_N, seed: int = BOOTSTRAP_SEED) -> float:
