@@ -324,7 +324,7 @@ def test_quick_build_judges_every_claim_on_columns_its_tables_have(quick_build):
     card, stated, tables = _scorecard(quick_build)
     assert list(card["claim"]) == [c.id for c in stated]
     assert set(card["verdict"]) <= {claims.REPRODUCED, claims.NOT_REPRODUCED, claims.INCONCLUSIVE, claims.HOLDS,
-                                    claims.SHOWN, claims.NOT_RUN}
+                                    claims.SHOWN, claims.NOT_MET, claims.NOT_RUN}
     assert (card.loc[[c.scale == "paper" for c in stated], "verdict"] == claims.NOT_RUN).all()
     for c in stated:
         assert claims.missing_columns(c, tables[c.table]) == [], c.id

@@ -42,7 +42,8 @@ block lists the cells of a paper table (RP's accuracy tables) compactly; each ce
 claim. Verdicts of a claim of the paper: "reproduced", "not reproduced", "inconclusive" (with a
 ``unit``, its value lies within two standard errors of its threshold: a bootstrap over the nets or
 seeds cannot tell the verdict); of a check: "check holds" or "check fails"; of a calibration:
-"calibration (shown)", its value shown beside what it was chosen to meet; any may be "not run at
+"calibration (shown)" where met, "calibration not met" where not (its value shown beside what it was
+chosen to meet, not judged: the setting of ours missed it, counted apart); any may be "not run at
 this scale" (a paper-scale claim at the quick scale, or a table the workflow has not built), or
 "invalid" when the rows a claim reads
 hold NaN or inf in a column its experiment does not declare may hold them (the note counts them;
@@ -82,9 +83,9 @@ CLAIM, CHECK, CALIBRATION = "claim", "check", "calibration"
 KINDS = (CLAIM, CHECK, CALIBRATION)
 REPRODUCED, NOT_REPRODUCED, NOT_RUN = "reproduced", "not reproduced", "not run at this scale"
 INCONCLUSIVE = "inconclusive"
-HOLDS, FAILS, SHOWN = "check holds", "check fails", "calibration (shown)"
+HOLDS, FAILS, SHOWN, NOT_MET = "check holds", "check fails", "calibration (shown)", "calibration not met"
 INVALID = "invalid"  # its rows hold NaN or inf where the table's experiment promises numbers
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, HOLDS, FAILS, SHOWN, NOT_RUN, INVALID)
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, HOLDS, FAILS, SHOWN, NOT_MET, NOT_RUN, INVALID)
 # Where a claim's expectation comes from (``expect_from``): a number or threshold the paper states,
 # one of ours (the paper gives words: "weakly", "trainable"), or the paper's number in a window of ours.
 PAPER, OURS, PAPER_OUR_TOLERANCE = "paper", "ours", "paper, our tolerance"
@@ -692,7 +693,7 @@ def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str, planned: pd.D
         notes.append(f"a setting of ours was chosen to meet it: {'met' if met else 'not met'}, not judged")
     row["note"] = "; ".join(notes)
     row["verdict"] = {CLAIM: (REPRODUCED, NOT_REPRODUCED), CHECK: (HOLDS, FAILS),
-                      CALIBRATION: (SHOWN, SHOWN)}[claim.kind][0 if met else 1]
+                      CALIBRATION: (SHOWN, NOT_MET)}[claim.kind][0 if met else 1]
     return row
 
 
@@ -973,7 +974,8 @@ def read(path: str | Path) -> pd.DataFrame:
 SUMMARY = {"reproduced": (CLAIM, REPRODUCED), "not reproduced": (CLAIM, NOT_REPRODUCED),
            "inconclusive": (CLAIM, INCONCLUSIVE), "claims not run": (CLAIM, NOT_RUN),
            "checks holding": (CHECK, HOLDS), "checks failing": (CHECK, FAILS),
-           "calibrations": (CALIBRATION, SHOWN), "invalid": (None, INVALID)}
+           "calibrations": (CALIBRATION, SHOWN), "calibrations not met": (CALIBRATION, NOT_MET),
+           "invalid": (None, INVALID)}
 
 
 def summary(card: pd.DataFrame) -> pd.DataFrame:
@@ -989,7 +991,7 @@ def summary(card: pd.DataFrame) -> pd.DataFrame:
 
 
 _COLOURS = {REPRODUCED: "#cce5cc", NOT_REPRODUCED: "#f4c7c3", NOT_RUN: "#e8e8e8", INVALID: "#f9d9a8",
-            INCONCLUSIVE: "#fff2b3", HOLDS: "#dde8f4", FAILS: "#f4c7c3", SHOWN: "#eeeeee"}
+            INCONCLUSIVE: "#fff2b3", HOLDS: "#dde8f4", FAILS: "#f4c7c3", SHOWN: "#eeeeee", NOT_MET: "#f9e0c8"}
 NO_REASON = "no reason given in claims.yaml"
 
 
