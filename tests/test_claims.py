@@ -579,18 +579,24 @@ def test_a_claim_on_a_region_is_judged_once_every_run_of_its_region_is_done():
 
 
 def test_the_planned_runs_of_rp_f3_and_f5_are_the_grids_and_rp_19_waits_for_its_48():
-    """RP-F3's plan: 3 set-ups x 6 depths x 9 sparsities x 3 seeds (486), and the readings' 234
-    runs beside them; RP-F5 takes its tanh half from RP-F3 under RP-F3's keys. RP-19's region (the
-    ordered set-up at depths 2-60 and sparsities 10-40%, the grid's reading): 4 x 4 x 3 runs."""
+    """RP-F3's plan: 3 set-ups x 6 depths x 9 sparsities x 3 seeds (486), and the readings' 288
+    runs beside them (momentum 0.9: the rescaled 90% column and the ordered depths 40-100; chi 0.9: the
+    ordered grid, every depth); RP-F5 takes its tanh half from RP-F3 under RP-F3's keys. RP-19's region
+    (the ordered set-up at depths 2-60 and sparsities 10-40%, the grid's reading): 4 x 4 x 3 runs, and
+    as many at chi 0.9 (RP-32)."""
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     f3, f5 = claims.planned_runs(config, "RP-F3", "paper"), claims.planned_runs(config, "RP-F5", "paper")
     grid = f3.query("momentum == 0 and ordered_chi == 0.8")
-    assert len(f3) == 720 and len(grid) == 3 * 6 * 9 * 3 and f3["run"].is_unique
+    assert len(f3) == 774 and len(grid) == 3 * 6 * 9 * 3 and f3["run"].is_unique
+    assert len(f3.query("ordered_chi == 0.9")) == 6 * 9 * 3
     assert len(f5) == 972 and set(f5.query("activation == 'tanh'")["run"]) == set(grid["run"])
     rp19 = next(c for c in CLAIMS if c.id == "RP-19")
     region = f3[f3["run"].isin(claims.region_runs(rp19.where, f3))]
     assert len(region) == 48 and set(region.depth) == {2, 20, 40, 60} and set(region.sparsity) == {0.1, 0.2, 0.3, 0.4}
     assert set(region.setup) == {"ordered"} and sorted(region.rep.unique()) == [0, 1, 2]
+    rp32 = next(c for c in CLAIMS if c.id == "RP-32")
+    at_09 = f3[f3["run"].isin(claims.region_runs(rp32.where, f3))]
+    assert len(at_09) == 48 and set(at_09.ordered_chi) == {0.9} and set(at_09.depth) == {2, 20, 40, 60}
     assert claims.planned_runs(config, "OP-F1", "paper") is None  # no training runs
 
 
