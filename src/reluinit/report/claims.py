@@ -1126,6 +1126,23 @@ def _data_note(results: Path) -> list[str]:
             f"'Running it yourself' page and the reference's README say what it changes).</p>"]
 
 
+def _counterfeit_note(results: Path, here: Path) -> list[str]:
+    """A paragraph linking the tree's ``counterfeit.csv`` (``reluinit.report.counterfeit``), where there
+    is one: what share of tables with no effect in them each judged claim would pass."""
+    found = results / "counterfeit.csv"
+    if not found.exists():
+        return []
+    card = pd.read_csv(found)
+    tried = card[card["trials"] > 0]
+    over = int((tried["reproduced_share"] > 0.05).sum())
+    link = Path(os.path.relpath(found, here)).as_posix()
+    return [f"<p><b>Counterfeits:</b> every judged claim was also tried on tables of its own shape with no "
+            f"effect in them (no effect, another law, every seed at chance, fewer draws): "
+            f"{len(tried)} (claim, family) pairs, {int(tried['trials'].sum())} tables; {over} passed more than 5% "
+            f"of theirs. Each claim's share, and why a family does not apply to it, is in "
+            f"<a href='{link}'><code>counterfeit.csv</code></a> (<code>python -m reluinit.report.counterfeit</code>).</p>"]
+
+
 def page(card: pd.DataFrame, path: str | Path, scale: str, claims: list[Claim] = (),
          titles: dict[str, str] | None = None) -> str:
     """The scorecard page written to ``path``: verdict counts first, then one section per paper
@@ -1146,7 +1163,7 @@ def page(card: pd.DataFrame, path: str | Path, scale: str, claims: list[Claim] =
            f"judged against this run's tables. Claims that need the paper's sizes say '{NOT_RUN}' "
            f"at the quick scale; a claim not reproduced says why. The same rows are in "
            f"<code>claims.csv</code>.</p>",
-           *_data_note(results), f"<nav>{nav}</nav>", counts.to_html(escape=False)]
+           *_data_note(results), *_counterfeit_note(results, here), f"<nav>{nav}</nav>", counts.to_html(escape=False)]
     for p in papers:
         mine = card[card["paper"] == p]
         stated = mine[~mine["claim"].isin(in_blocks)]
