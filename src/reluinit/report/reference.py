@@ -679,7 +679,8 @@ def verdicts(card: pd.DataFrame, runs: pd.DataFrame, absent: bool = False, reaso
     if reasons:
         for verdict, heading in ((claims.NOT_REPRODUCED, "Not reproduced at the paper scale, and why"),
                                  (claims.INCONCLUSIVE, "Inconclusive at the power we have, and what would decide it"),
-                                 (claims.FAILS, "Checks that fail (a bug), and why")):
+                                 (claims.FAILS, "Checks that fail (a bug), and why"),
+                                 (claims.NOT_MET, "Calibrations not met (a setting of ours that missed the paper), and why")):
             said = card[card["verdict"] == verdict]
             if said.empty:
                 continue
