@@ -408,8 +408,8 @@ ABSENT_WHY: dict[str, str] = {
     "RP-T8": "trains nets on ImageNet, which this pipeline cannot load yet (it does not fit in device memory and "
              "there is no streaming loader): configured, not buildable ({docs}troubleshooting.md)",
     "RP-F3": "retrained at the paper's protocol (issue 75): three seeds a cell, MNIST normalised by (0.5, "
-             "0.5) as the authors' data code does, and the deciding cells under momentum 0.9 and ordered chi 0.9 "
-             "(720 runs of 10,000 SGD steps, 31 core-hours on AMD EPYC cores: {docs}reference.md); the one-seed grid it replaces is "
+             "0.5) as the authors' data code does, the deciding cells under momentum 0.9 and the ordered grid at chi 0.9 "
+             "(774 runs of 10,000 SGD steps, 31 core-hours on AMD EPYC cores: {docs}reference.md); the one-seed grid it replaces is "
              "in the history ({docs}papers/rp.md, 'The ordered point'). Harvested part by part on the CPU, resumed "
              "where it stopped: python -m reluinit.harvest --only RP-F3 --device cpu --threads 1 --data-dir DIR "
              "--out harvest --budget-s SECONDS (one per core), then python -m reluinit.report.reference export "
