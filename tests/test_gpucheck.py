@@ -207,7 +207,7 @@ def test_the_plan_command_shows_declared_and_measured_hours(tmp_path):
                                  eval_seconds_per_image=1e-4)])
     done = subprocess.run([sys.executable, "-m", "reluinit.pipeline.plan", "paper", "--cost", str(path)], cwd=ROOT,
                           capture_output=True, text=True, check=True)
-    assert "gpu_hours_measured" in done.stdout and "GPU-hours measured against 7720 declared" in done.stdout
+    assert "gpu_hours_measured" in done.stdout and "GPU-hours measured against 7729 declared" in done.stdout
     bad = _cost(tmp_path, [dict(model="resnet32", dataset="cifar10", recipe="rp-cifar10", seconds_per_step=0.01)])
     done = subprocess.run([sys.executable, "-m", "reluinit.pipeline.plan", "paper", "--cost", str(bad)], cwd=ROOT,
                           capture_output=True, text=True)

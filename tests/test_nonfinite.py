@@ -152,8 +152,8 @@ def test_on_a_build_a_nan_makes_a_claim_invalid_a_table_unwritten_and_a_claims_t
     assert card.loc["OP-1", "note"].startswith("invalid: 1 NaN in column act_ratio, which OP-F1 does not declare")
     # A claim naming a column its table lacks: the run's last words name the claim, the table, its columns.
     text = (wf / "claims.yaml").read_text()
-    (wf / "claims.yaml").write_text(text.replace("columns: [init, width, layer, act_ratio]",
-                                                 "columns: [init, width, layer, act_ratio, act_ration]", 1))
+    (wf / "claims.yaml").write_text(text.replace("columns: [init, width, layer, act_ratio, sample]",
+                                                 "columns: [init, width, layer, act_ratio, sample, act_ration]", 1))
     run = snakemake(str(Q / "claims/OP.csv"), "--cores", "1", "--config", "scale=quick", cwd=wf)
     assert run.returncode != 0
     assert _last(run).startswith("claim OP-1: table OP-F1 has no column(s) act_ration; its columns are "), _last(run)

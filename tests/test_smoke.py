@@ -114,7 +114,7 @@ def test_the_plan_lists_every_paper_job_with_its_resources(capsys):
     counts = table["rule"].value_counts()
     n_train = sum(len(catalogue.get(e).parts(settings(CONFIG, e, "paper")))
                   for e in plan.default_experiments(CONFIG, "paper") if catalogue.get(e).trains)
-    assert counts["train_part"] == n_train == 811  # RP-T2's 54 and RP-T9's 24 shared runs are RP-T1's jobs
+    assert counts["train_part"] == n_train == 817  # RP-T2's 54 and RP-T9's 24 shared runs are RP-T1's jobs
     assert counts["measure_trained"] == n_train  # each part's rows, from its checkpoints
     # LR's nets: a job per architecture trains its 5 seeds together (rule train_LR_MNIST)
     assert counts["train_LR_MNIST"] == 5 and "LR-MNIST/d2w48" in set(table["job"])
@@ -123,7 +123,7 @@ def test_the_plan_lists_every_paper_job_with_its_resources(capsys):
     # a prune job per part of an experiment that prunes, on the CPU, with its training job's memory
     n_prune = sum(len(catalogue.parts(e, settings(CONFIG, e, "paper")))
                   for e in plan.default_experiments(CONFIG, "paper") if catalogue.entry(e).masks)
-    assert counts["prune"] == n_prune == 799
+    assert counts["prune"] == n_prune == 805
     t2 = table.set_index("job").loc["RP-T2/masks/cifar100-resnet104-sbp_sr-sparsity0.98-rep2"]
     assert (t2["gpu"], t2["cpus"], t2["mem_mb"], t2["runtime_h"]) == (0, 2, 32000, 2)
     assert table.set_index("job").loc["RP-F2/masks/resnet32", "mem_mb"] == plan.MEASURE["mem_mb"]  # no training
