@@ -234,9 +234,12 @@ MAKERS = {"no_effect": no_effect, "another_law": another_law, "collapse": collap
 
 # ----------------------------------------------------------------------------------------- judging
 def verdict(claim: C.Claim, table: pd.DataFrame) -> str:
-    """The claim's own verdict on ``table`` (``claims.evaluate`` at the paper scale). A value that
-    misses its expectation can be neither reproduced nor inconclusive, so it is read from the measure
-    alone, without the standard error ``evaluate`` would bootstrap."""
+    """The claim's own verdict on ``table`` (``claims.evaluate`` at the paper scale), where its value
+    meets its expectation. A value that misses it cannot pass (``evaluate`` would say "not reproduced",
+    or "inconclusive" within its margin): it is read from the measure alone, as not reproduced (or
+    "check fails"), without the standard error ``evaluate`` would bootstrap. So ``inconclusive_share``
+    counts the tables that meet the expectation but not by the margin: a lower bound on all that
+    ``evaluate`` would call inconclusive."""
     t = C.rows(claim, table)
     if not t.empty:
         op, value, tol = claim.expectation()
