@@ -334,7 +334,8 @@ def test_quick_build_claims_can_fail(quick_build):
     """A deliberately wrong expected value turns every reproduced claim's verdict."""
     card, stated, tables = _scorecard(quick_build)
     reproduced = [c for c, v in zip(stated, card["verdict"]) if v == claims.REPRODUCED]
-    assert len(reproduced) >= 20
+    # 19 since issue 96: Student's t for the quick scale's 2 to 4 nets leaves more claims inconclusive
+    assert len(reproduced) >= 15
     for c in reproduced:
         op, value, tol = c.expectation()
         got = claims.measure(c, tables[c.table])
