@@ -150,12 +150,13 @@ def common_grid(values: pd.Series) -> pd.DataFrame:
     return pd.DataFrame({k: np.interp(x, c.index, c.to_numpy(float)) for k, c in cols.items()}, index=x)
 
 
-def _fit_error(y: np.ndarray, curves) -> float:
-    """The smallest root-mean-square relative error of ``a + b f`` (b >= 0, any a) to ``y`` over the
-    curves ``f = curves(k)`` of a shape parameter k, each fitted by weighted least squares (weights
-    1/y: relative errors): a grid of k, then a finer one around its best."""
+def _fit_error(y: np.ndarray, curves, lo: float, hi: float) -> float:
+    """The smallest root-mean-square relative error of ``a + b f`` (b >= 0, a >= 0) to ``y`` over the
+    curves ``f = curves(k)`` (one row per value of k, a column) of a shape parameter k in [lo, hi],
+    each fitted by weighted least squares (weights 1/y: relative errors): a grid of k, then a finer
+    one around its best."""
     def errors(k):
-        f = curves(k)
+        f = curves(k[:, None])
         f = f / f.max(axis=1, keepdims=True)  # scales b only: keeps the 2x2 systems well conditioned
         w2 = y ** -2.0
         s11, s12, s22 = w2.sum(), (w2 * f).sum(axis=1), (w2 * f ** 2).sum(axis=1)
@@ -168,20 +169,10 @@ def _fit_error(y: np.ndarray, curves) -> float:
         a = np.maximum(a, 0.0)
         return np.sqrt(((((a[:, None] + b[:, None] * f) - y) / y) ** 2).mean(axis=1))
 
-    lo, hi = curves.range
     k = np.linspace(lo, hi, 400)
     i = int(np.argmin(errors(k)))
     fine = np.linspace(k[max(i - 1, 0)], k[min(i + 1, len(k) - 1)], 400)
     return float(min(errors(k).min(), errors(fine).min()))
-
-
-class _Curves:
-    """The family ``exponential`` fits: ``make(k)`` the curves of shape parameters ``k`` at the depths."""
-    def __init__(self, make, lo, hi):
-        self.make, self.range = make, (lo, hi)
-
-    def __call__(self, k):
-        return self.make(np.asarray(k, float)[:, None])
 
 
 def exponential(m: pd.Series, skip: int = 1) -> float:
@@ -204,8 +195,8 @@ def exponential(m: pd.Series, skip: int = 1) -> float:
     if not (y[mid] > y[0] and y[-1] > y[mid]):
         return 0.0
     span = d[-1] - d[0]
-    e_exp = _fit_error(y, _Curves(lambda g: np.exp(g * (d - d[0]) / span), np.log(2), np.log(1e30)))
-    e_pow = _fit_error(y, _Curves(lambda p: d ** p, 0.05, 12.0))
+    e_exp = _fit_error(y, lambda g: np.exp(g * (d - d[0]) / span), np.log(2), np.log(1e30))
+    e_pow = _fit_error(y, lambda p: d ** p, 0.05, 12.0)
     return 0.5 if e_exp + e_pow == 0 else e_pow / (e_exp + e_pow)
 
 
@@ -1129,16 +1120,18 @@ def _data_note(results: Path) -> list[str]:
 def _counterfeit_note(results: Path, here: Path) -> list[str]:
     """A paragraph linking the tree's ``counterfeit.csv`` (``reluinit.report.counterfeit``), where there
     is one: what share of tables with no effect in them each judged claim would pass."""
+    from .counterfeit import BAR  # (it imports this module)
+
     found = results / "counterfeit.csv"
     if not found.exists():
         return []
     card = pd.read_csv(found)
     tried = card[card["trials"] > 0]
-    over = int((tried["reproduced_share"] > 0.05).sum())
+    over = int((tried["reproduced_share"] > BAR).sum())
     link = Path(os.path.relpath(found, here)).as_posix()
     return [f"<p><b>Counterfeits:</b> every judged claim was also tried on tables of its own shape with no "
             f"effect in them (no effect, another law, every seed at chance, fewer draws): "
-            f"{len(tried)} (claim, family) pairs, {int(tried['trials'].sum())} tables; {over} passed more than 5% "
+            f"{len(tried)} (claim, family) pairs, {int(tried['trials'].sum())} tables; {over} passed more than {BAR:.0%} "
             f"of theirs. Each claim's share, and why a family does not apply to it, is in "
             f"<a href='{link}'><code>counterfeit.csv</code></a> (<code>python -m reluinit.report.counterfeit</code>).</p>"]
 

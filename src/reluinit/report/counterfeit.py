@@ -180,7 +180,7 @@ def another_law(t: pd.DataFrame, n: Nulls, rng: np.random.Generator) -> pd.DataF
     out = t.copy()
     along, by = n.law["along"], list(n.law.get("by") or [])
     curve = _curves(n.law)[rng.integers(len(_curves(n.law)))]
-    noise = rng.permutation(_residuals(t, n).to_numpy()) if n.law.get("shuffle", True) else _residuals(t, n).to_numpy()
+    noise = rng.permutation(_residuals(t, n).to_numpy())
     values = np.empty(len(t))
     groups = t.groupby(by, dropna=False).indices if by else {None: np.arange(len(t))}
     bent = list(groups)[rng.integers(len(groups))] if n.law.get("one") else None
@@ -284,13 +284,12 @@ def _built(cell_claims: list, columns) -> pd.DataFrame | None:
 
 def cell_nulls(claim: C.Claim) -> Nulls:
     """A cell of a paper table faces the collapse of its seeds (its value column the block's last
-    accuracy column), unless the paper's cell is itself at chance: collapsed seeds are then what it
-    reports, not a counterfeit of it."""
+    accuracy column), unless its expectation admits chance (the paper's cell is itself at chance):
+    collapsed seeds are then what it reports, not a counterfeit of it."""
     value = [c for c in claim.columns if c.endswith("_acc")][-1]
     other = "one cell of a paper table: the other families compare cells, which a cell claim does not"
     skip = {f: other for f in FAMILIES if f != "collapse"}
-    reported = float(claim.reported.split(" ± ")[0])
-    if claim.chance is None or reported <= claim.chance + 1.0:
+    if claim.chance is None or C.judge(*claim.expectation(), claim.chance):
         skip["collapse"] = (f"the paper's cell, {claim.reported}, is at chance" if claim.chance is not None
                             else "its block gives no chance level")
         return Nulls(value=value, cells=tuple(claim.cell), unit="rep", skip=skip)
@@ -329,18 +328,16 @@ def run(root: str | Path = "reference/paper", claims_file: str | Path = "claims.
             row = {"claim": claim.id, "paper": claim.paper, "kind": claim.kind, "table": claim.table,
                    "family": family, "trials": 0, "reproduced_share": np.nan, "inconclusive_share": np.nan,
                    "verdict": "", "null": "", "why": ""}
-            absent = t is None or t.empty or (family != "collapse" and _built_only(claim, root))
             if family in nulls.skip:
                 row["why"] = nulls.skip[family]
-            elif t is None or t.empty or (absent and not (family == "collapse" and nulls.applies(family))):
+            elif t is None or t.empty or (cache[claim.table] is None and family != "collapse"):
+                # only a collapse can be drawn from a table built from the cells' keys
                 row["why"] = (f"table {claim.table} is not in the reference (a GPU experiment): no data of ours to "
                               f"draw this null from")
             elif not nulls.applies(family):
-                if family not in nulls.skip:
-                    raise ValueError(f"claim {claim.id}: its nulls say nothing of {family}; give its spec in "
-                                     f"claims.yaml (nulls:) or say why it cannot make the claim false "
-                                     f"(nulls: skip: {{{family}: ...}})")
-                row["why"] = nulls.skip[family]
+                raise ValueError(f"claim {claim.id}: its nulls say nothing of {family}; give its spec in "
+                                 f"claims.yaml (nulls:) or say why it cannot make the claim false "
+                                 f"(nulls: skip: {{{family}: ...}})")
             else:
                 got = trials(claim, nulls, family, t, n)
                 row.update(trials=n, reproduced_share=float(np.mean([v in PASSED for v in got])),
@@ -348,10 +345,6 @@ def run(root: str | Path = "reference/paper", claims_file: str | Path = "claims.
                            verdict=pd.Series(got).value_counts().idxmax(), null=_describe(nulls, family))
             rows.append(row)
     return pd.DataFrame(rows, columns=COLUMNS)
-
-
-def _built_only(claim: C.Claim, root: Path) -> bool:
-    return not Path(paths.existing_table(str(root), claim.table)).exists()
 
 
 def _describe(n: Nulls, family: str) -> str:
