@@ -46,7 +46,7 @@ from . import claims as C
 
 FAMILIES = ("no_effect", "another_law", "collapse", "fewer_draws")
 TRIALS = 100
-BAR = 0.05  # ours: the largest share of counterfeits a verdict may pass
+BAR = C.COUNTERFEIT_BAR  # ours: the largest share of counterfeits a verdict may pass
 PASSED = (C.REPRODUCED, C.HOLDS)
 # A net at chance predicts one class: it scores that class's share of the test set. MNIST's test
 # classes (0..9) hold these many of its 10,000 digits; the CIFAR and Tiny ImageNet test sets are balanced.
