@@ -256,7 +256,9 @@ def test_every_polygon_has_the_affine_map_of_the_net_on_it():
     W1, b1 = layers[0].affine_maps()
     x1 = layers[0].points(np.stack([p.centre for p in layers[0]]))
     assert torch.allclose(torch.einsum("rij,rj->ri", W1, x1) + b1, model[:2](x1), rtol=1e-10, atol=1e-12)
-    ax = part.plot(values=(torch.einsum("rij,rj->ri", W, x) + b)[:, 0].numpy())
+    import matplotlib.pyplot as plt
+
+    ax = part.plot(ax=plt.figure().gca(), values=(torch.einsum("rij,rj->ri", W, x) + b)[:, 0].numpy())
     assert len(ax.collections[0].get_paths()) == len(part)
     matplotlib.pyplot.close("all")
 

@@ -8,6 +8,7 @@ measured at initialization, pruned and trained, so every paper reads it the same
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable
 
 import torch
@@ -263,6 +264,97 @@ def _folded(linear: nn.Linear, bn: nn.BatchNorm1d, where: str) -> nn.Linear:
         return _linear(w.detach().clone(), b.detach().to(w.dtype).clone())
 
 
+# Hooks that only recompute a weight from the module's own parameters before its forward (torch's
+# pruning and its legacy weight norm): the weight the net reads is the weight the forward uses.
+def _weight_hooks() -> tuple[type, ...]:
+    from torch.nn.utils.prune import BasePruningMethod
+    from torch.nn.utils.weight_norm import WeightNorm
+
+    return BasePruningMethod, WeightNorm
+
+
+def _plain(m: nn.Module, base: type, where: str) -> None:
+    """A ``TypeError`` unless ``m`` computes what a ``base`` computes of its parameters: no
+    ``forward`` or ``__call__`` of its own (a subclass's, or one set on the object) and no forward
+    hook, which could make it compute anything while its parameters say otherwise."""
+    own = [n for n in ("forward", "__call__") if n in vars(m)]
+    if own:
+        raise TypeError(f"{where}: its {own[0]} was replaced on the object, so what it computes is not what a "
+                        f"{base.__name__} computes of its parameters; measure a model of plain torch modules")
+    cls = type(m)
+    for n in ("forward", "__call__", "_call_impl"):
+        if getattr(cls, n) is not getattr(base, n):
+            raise TypeError(f"{where}: {cls.__name__} has its own {n}, so what it computes is not what a "
+                            f"{base.__name__} computes of its parameters; measure a model of plain torch modules")
+    hooks = [h for d in (m._forward_pre_hooks, m._forward_hooks) for h in d.values()
+             if not isinstance(h, _weight_hooks())]
+    if hooks:
+        raise TypeError(f"{where} has a forward hook ({getattr(hooks[0], '__name__', type(hooks[0]).__name__)}), "
+                        "which can change what it computes; remove it (handle.remove()) before measuring")
+
+
+def _no_global_hooks() -> None:
+    from torch.nn.modules import module
+
+    if any(getattr(module, n, None) for n in ("_global_forward_hooks", "_global_forward_pre_hooks")):
+        raise TypeError("a global forward hook is registered (torch.nn.modules.module.register_module_forward_hook or "
+                        "_pre_hook), which can change what every module computes; remove it before measuring")
+
+
+def _agrees(model: nn.Module, probes: torch.Tensor) -> None:
+    """Run ``model`` on ``probes`` module by module and check that every module computes what its type
+    and parameters say (the reading ``as_mlp`` trusts), and every ``Sequential`` the chain of its
+    modules: a ``TypeError`` names the first that does not. The same torch operation on the same
+    input is compared, so only a module that computes something else differs; anything the
+    structural checks cannot see (a parametrization that changes between reads, say) shows here."""
+    import torch.nn.functional as F
+
+    def expected(m: nn.Module, h: torch.Tensor) -> torch.Tensor:
+        if isinstance(m, nn.Linear):
+            return F.linear(h, m.weight, m.bias)
+        if isinstance(m, nn.BatchNorm1d):
+            return F.batch_norm(h, m.running_mean, m.running_var, m.weight, m.bias, False, 0.0, m.eps)
+        if isinstance(m, nn.LeakyReLU):
+            return F.leaky_relu(h, m.negative_slope)
+        if type(m) in _TORCH_ACTIVATIONS:
+            return ACTIVATIONS[_TORCH_ACTIVATIONS[type(m)]](h)
+        if isinstance(m, nn.Flatten):
+            return h.flatten(m.start_dim, m.end_dim)
+        return h  # Identity, Dropout in eval mode
+
+    def check(got: torch.Tensor, want: torch.Tensor, name: str, m: nn.Module) -> None:
+        eps = torch.finfo(want.dtype).eps
+        same = got.shape == want.shape and bool(((got == want) | (got.isnan() & want.isnan()) |
+                                                 ((got - want).abs() <= 16 * eps * (1 + want.abs()))).all())
+        if not same:
+            raise TypeError(f"layer {name} ({type(m).__name__}) computes something else than its type and parameters "
+                            "say on test inputs, so the net read from its modules would not be the model; measure "
+                            "a model of plain torch modules")
+
+    # Layers in several precisions (read in float64, ``in_float64``) do not run as one model: each
+    # module is then run in its own precision, and the chains are left to the structural checks.
+    mixed = len({t.dtype for t in model.parameters()}) > 1
+
+    def run(m: nn.Module, h: torch.Tensor, name: str) -> torch.Tensor:
+        if isinstance(m, nn.Sequential):
+            want = h
+            for sub, child in m._modules.items():
+                if child is not None:
+                    want = run(child, want, f"{name}.{sub}" if name else sub)
+            if mixed:
+                return want
+        else:
+            own = next(m.parameters(), None)
+            h = h if own is None or not mixed else h.to(own.dtype)
+            want = expected(m, h)
+        got = m(h.clone())  # a clone: an in-place activation must not overwrite the input compared
+        check(got, want, name or type(model).__name__, m)
+        return got
+
+    with torch.no_grad():
+        run(model, probes, "")
+
+
 def check_finite(net: MLP, what: str) -> None:
     """A ``ValueError`` naming the first layer whose weights or biases hold NaN or inf: a measurement
     of ``what`` on such a net would return a clean-looking number that is not the net's."""
@@ -300,11 +392,18 @@ def as_mlp(model: nn.Module) -> MLP:
     """
     if isinstance(model, MLP):
         return model
+    _no_global_hooks()
+    _plain_containers(model, "")
     layers, acts, slopes = [], [], set()
     folded_last = False
     for name, m in _leaves(model):
         where = f"layer {name or type(model).__name__} ({type(m).__name__})"
+        base = next((c for c in (nn.Linear, nn.BatchNorm1d, *_PASS_THROUGH) if isinstance(m, c)), type(m))
+        _plain(m, base, where)
         if isinstance(m, nn.Linear):
+            if 0 in (m.in_features, m.out_features):
+                raise ValueError(f"{where} has {m.in_features} inputs and {m.out_features} outputs: every layer of a "
+                                 "net needs at least one; remove the empty layer")
             if len(layers) > len(acts):
                 acts.append("linear")  # two linear layers in a row: the identity between them
             layers.append(m)
@@ -321,6 +420,9 @@ def as_mlp(model: nn.Module) -> MLP:
             if len(layers) != len(acts) + 1:
                 raise TypeError(f"{where}: an activation must follow a Linear layer; supported: {SUPPORTED}")
             if act == "leaky_relu":
+                if not math.isfinite(m.negative_slope):
+                    raise ValueError(f"{where}: negative_slope is {m.negative_slope}; a leaky ReLU's slope below 0 "
+                                     "must be a finite number (torch's default is 0.01)")
                 slopes.add(float(m.negative_slope))
             acts.append(act)
         elif isinstance(m, _PASS_THROUGH):
@@ -341,4 +443,21 @@ def as_mlp(model: nn.Module) -> MLP:
                         f"activation between them ({SUPPORTED})")
     net = MLP([], [], hidden[0], readout=len(acts) < len(layers), negative_slope=slopes.pop() if slopes else 0.01)
     net.layers = nn.ModuleList(layers)  # the model's own layers (a batch norm's folded copy): no copy
+    w = layers[0].weight
+    if not w.is_meta:  # (a net on the meta device has no values to run: check_finite refuses it)
+        probes = torch.randn(8, layers[0].in_features, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        try:
+            _agrees(model, probes.to(device=w.device, dtype=w.dtype))
+        except (RuntimeError, ValueError) as e:  # the model does not run on a batch of its input width
+            raise TypeError(f"{type(model).__name__} fails on a batch of {layers[0].in_features} inputs each "
+                            f"({type(e).__name__}: {str(e).splitlines()[0]}); measure a model that runs") from None
     return net
+
+
+def _plain_containers(model: nn.Module, name: str) -> None:
+    """``_plain`` for ``model`` and every ``Sequential`` in it (their leaves are checked as read)."""
+    if isinstance(model, nn.Sequential):
+        _plain(model, nn.Sequential, f"{name or type(model).__name__} ({type(model).__name__})")
+        for sub, child in model._modules.items():
+            if child is not None:
+                _plain_containers(child, f"{name}.{sub}" if name else sub)

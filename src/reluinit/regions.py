@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -147,6 +148,19 @@ def _tolerance(t: torch.Tensor, rtol: float) -> torch.Tensor:
     return rtol * torch.where(torch.isfinite(t), t.abs().clamp_min(1.0), torch.zeros_like(t))
 
 
+def _norms(x: torch.Tensor) -> torch.Tensor:
+    """Each row's Euclidean norm, also where its squares overflow or underflow float64 (a row of
+    1e200s has norm 1.4e200, not inf): a row whose plain norm is out of range is taken again,
+    divided by its largest entry."""
+    n = torch.linalg.vector_norm(x, dim=1)
+    redo = ~torch.isfinite(n) | (n < 1e-140)
+    if x.shape[1] and bool(redo.any()):
+        y = x[redo]
+        m = y.abs().amax(dim=1)
+        n[redo] = m * torch.linalg.vector_norm(y / torch.where(m > 0, m, 1.0)[:, None], dim=1)
+    return n
+
+
 def _finite_layer(l: int, *maps: torch.Tensor) -> None:
     """A ``ValueError`` naming layer ``l + 1`` when its pre-activations' affine maps overflow float64
     (finite weights of 1e80 a layer, a line from -1e308 to 1e308): the counts after it would be of
@@ -231,9 +245,13 @@ def split_lines(net: MLP, x0: torch.Tensor, x1: torch.Tensor, t_min: float = 0.0
         mid = _interior_point(t0, t1)[:, None]
         z = za + mid * zb
         if rtol > 0:  # a neuron on its kink all along an interval is on it, not on the side rounding says
-            reach = torch.linalg.vector_norm(a, dim=1)[k_new] + mid[:, 0].abs() * torch.linalg.vector_norm(b, dim=1)[k_new]
-            wn, cn = torch.linalg.vector_norm(w, dim=1), (c.abs() if c is not None else torch.zeros_like(w[:, 0]))
+            reach = _norms(a)[k_new] + mid[:, 0].abs() * _norms(b)[k_new]
+            wn, cn = _norms(w), (c.abs() if c is not None else torch.zeros_like(w[:, 0]))
             bound = rtol * (float(reach.max()) * float(wn.max()) + float(cn.max())) if len(reach) else 0.0
+            if not math.isfinite(bound):
+                raise ValueError(f"layer {l + 1}'s weights (row norm up to {float(wn.max()):.3g}) times its inputs' "
+                                 f"reach on this line ({float(reach.max()):.3g}) overflow float64, so which neurons sit "
+                                 "on a kink cannot be told; scale the weights or the inputs down")
             for theta in kinks:
                 # candidates within a bound of every entry's tolerance, then each checked exactly
                 i, j = ((z >= theta - bound) & (z <= theta + bound)).nonzero(as_tuple=True)
@@ -247,7 +265,7 @@ def split_lines(net: MLP, x0: torch.Tensor, x1: torch.Tensor, t_min: float = 0.0
             patterns.append(code)
         a, b = _post(za, zb, code, net.activation, net.negative_slope)
         for out, slope in ((lengths_pre, zb), (lengths_post, b)):
-            norm = torch.linalg.vector_norm(slope, dim=1)
+            norm = _norms(slope)
             seg = torch.where(norm > 0, (t1 - t0) * norm, torch.zeros_like(norm))  # no inf * 0
             out.append(torch.zeros(n_lines, dtype=dtype, device=device).index_add_(0, line, seg))
     pattern = torch.cat(patterns, dim=1) if patterns else torch.zeros(len(t0), 0, dtype=torch.int8, device=device)
@@ -443,15 +461,42 @@ def data_plane(x: torch.Tensor, y: torch.Tensor, digits=(0, 1, 2), scale: float 
 
 # --- any torch model: the public entry points ------------------------------------------------------
 
+def real_points(name: str, x) -> torch.Tensor:
+    """``x`` as a real tensor (not yet cast), or a ``ValueError`` naming it: a complex input would
+    lose its imaginary part without a word."""
+    t = x.detach() if torch.is_tensor(x) else torch.as_tensor(np.asarray(x))
+    if t.is_complex() or t.dtype == torch.bool or not (t.is_floating_point() or t.dtype in _INTEGERS):
+        raise ValueError(f"{name} must hold real numbers; got {str(t.dtype).removeprefix('torch.')}")
+    return t
+
+
+_INTEGERS = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
+
+
 def _finite_points(name: str, x, d: int, dtype) -> torch.Tensor:
-    """``x`` as a tensor of shape ``(d,)`` or ``(n, d)``, finite, or a ``ValueError`` saying so."""
-    t = torch.as_tensor(x.detach() if torch.is_tensor(x) else np.asarray(x, dtype=np.float64)).to(dtype)
-    if t.dim() not in (1, 2) or t.shape[-1] != d:
-        raise ValueError(f"{name} must have shape ({d},) for one line or (n, {d}) for n lines (the model takes "
+    """``x`` as a tensor of shape ``(d,)`` or ``(n, d)`` with ``n >= 1``, real and finite, or a
+    ``ValueError`` saying so."""
+    t = real_points(name, x).to(dtype)
+    if t.dim() not in (1, 2) or t.shape[-1] != d or t.shape[0] == 0:
+        raise ValueError(f"{name} must have shape ({d},) for one line or (n, {d}) for n >= 1 lines (the model takes "
                          f"{d} inputs); got shape {tuple(t.shape)}")
     if not torch.isfinite(t).all():
         raise ValueError(f"{name} must be finite; it holds NaN or inf")
     return t
+
+
+# The largest ``rtol`` the region functions take: a tolerance for float64 rounding (ours), far above
+# it; a larger one would merge real crossings (0.5 makes one region of a line that crosses 12).
+MAX_RTOL = 1e-6
+
+
+def _rtol(rtol) -> float:
+    """``rtol`` as a float in [0, MAX_RTOL], or a ``ValueError`` saying what it is for."""
+    r = float(rtol) if isinstance(rtol, numbers.Real) and not isinstance(rtol, bool) else math.nan
+    if not 0.0 <= r <= MAX_RTOL:
+        raise ValueError(f"rtol must be a number from 0 to {MAX_RTOL:g} (a tolerance for float64 rounding: "
+                         f"crossings closer than it count once; 1e-11 by default); got {rtol!r}")
+    return r
 
 
 def _t_range(t_min: float, t_max: float) -> None:
@@ -504,6 +549,7 @@ def regions_on_line(model, x0, x1, t_min: float = -math.inf, t_max: float = math
         17
     """
     net = exact_net(model, "regions_on_line")
+    rtol = _rtol(rtol)
     d, dtype = net.widths[0], net.weights[0].dtype
     x0, x1 = _finite_points("x0", x0, d, dtype), _finite_points("x1", x1, d, dtype)
     if x0.shape != x1.shape:
@@ -548,6 +594,7 @@ def plane_partition(model, center, u, v, half_side: float, per_layer: bool = Fal
         True
     """
     net = exact_net(model, "plane_partition")
+    rtol = _rtol(rtol)
     d = net.widths[0]
     center, u, v = (_finite_points(name, x, d, torch.float64) for name, x in (("center", center), ("u", u), ("v", v)))
     for name, x in (("center", center), ("u", u), ("v", v)):
@@ -575,7 +622,7 @@ def affine_maps(model, patterns) -> tuple[torch.Tensor, torch.Tensor]:
     activations of the last of them. In float64 whatever the model's precision (``exact_net``), on
     its device."""
     net = exact_net(model, "affine_maps")
-    p = torch.as_tensor(np.asarray(patterns.cpu() if torch.is_tensor(patterns) else patterns), dtype=torch.int8)
+    p = _codes_given(patterns, net.activation)
     hidden = [w.shape[0] for w in net.weights[: net.n_hidden]]
     ends = np.cumsum([0] + hidden)
     if p.dim() != 2 or p.shape[1] not in ends[1:].tolist() + ([0] if not hidden else []):
@@ -593,6 +640,20 @@ def affine_maps(model, patterns) -> tuple[torch.Tensor, torch.Tensor]:
             if l < n_layers:
                 b, W = _post(b, W, p[:, ends[l]:ends[l + 1]], net.activation, net.negative_slope)
     return W, b
+
+
+def _codes_given(patterns, activation: str) -> torch.Tensor:
+    """``patterns`` as int8 codes, each one of the activation's pieces (0..number of kinks: 0 and 1
+    for ReLU, 0, 1 and 2 for hard-tanh), or a ``ValueError`` naming the first other value: a code of
+    no piece gives the map of no region."""
+    p = real_points("patterns", patterns.cpu() if torch.is_tensor(patterns) else patterns)
+    top = len(KINKS[activation])
+    bad = (p != p.round()) | (p < 0) | (p > top) if p.numel() else p.bool()
+    if bad.any():
+        value = p[bad][0].item()
+        raise ValueError(f"patterns must hold each neuron's piece of the {activation} activation, a whole number "
+                         f"from 0 to {top} (as LineRegions.patterns and Polygon.pattern give them); got {value:g}")
+    return p.to(torch.int8)
 
 
 def plot_partition(polygons, ax=None, values=None, cmap: str = "viridis", edgecolor: str = "black",

@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 
 from .nets import MLP
-from .regions import KINKS
+from .regions import KINKS, real_points
 
 # --- paths -------------------------------------------------------------------------------------
 
@@ -334,7 +334,7 @@ def trajectory_stats(model, x0, x1, path: str = "line", n_pieces: int = 10_000) 
     d = net.widths[0]
     ends = []
     for name, x in (("x0", x0), ("x1", x1)):
-        t = torch.as_tensor(x.detach() if torch.is_tensor(x) else np.asarray(x, dtype=np.float64))
+        t = real_points(name, x)
         if t.shape != (d,):
             raise ValueError(f"{name} must be one input of shape ({d},) (the model takes {d} inputs); got shape "
                              f"{tuple(t.shape)}")
