@@ -384,7 +384,10 @@ def as_mlp(model: nn.Module) -> MLP:
     refused: the function is random). A ``BatchNorm1d`` in eval mode right after a ``Linear`` is an
     affine map per feature: it is folded into a copy of that layer (the one thing copied). A last
     ``Linear`` with no activation after it is the readout. Anything else raises a ``TypeError``
-    naming the layer.
+    naming the layer, and so does a module that may compute something else than its type does of
+    its parameters: its own ``forward`` or ``__call__`` (a subclass's, or one set on the object) or
+    a forward hook (hooks that only recompute a weight, torch's pruning and weight norm, are read),
+    or one whose output on eight test inputs differs from its type's (``_agrees``).
 
         >>> net = as_mlp(nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 1)))
         >>> net.widths, net.readout
