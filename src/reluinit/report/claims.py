@@ -68,6 +68,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from .. import integrity
 from ..pipeline import catalogue, jobs, paths
 from ..pipeline.config import read_yaml, yaml_problem
 from ..pipeline.shared import take
@@ -344,6 +345,10 @@ def load(path: str | Path) -> list[Claim]:
         try:
             if c.kind not in KINDS:
                 raise ValueError(f"claim {c.id}: kind {c.kind!r} is none of {', '.join(KINDS)}")
+            if catalogue.paper_of(c.table) != c.paper:  # its scorecard is its table's paper's
+                raise ValueError(f"claim {c.id}: its paper is {c.paper} but its table {c.table} is "
+                                 f"{catalogue.paper_of(c.table)}'s; give it `paper: {catalogue.paper_of(c.table)}` "
+                                 f"or a table of {c.paper}")
             if c.unit and c.unit not in c.columns:
                 raise ValueError(f"claim {c.id}: unit {c.unit!r} is not among its columns; add it there")
             c.expectation()  # fail on an unreadable expectation when loading, not when judging
@@ -634,6 +639,10 @@ def evaluate(claim: Claim, table: pd.DataFrame | None, scale: str, planned: pd.D
                            f"reads a region of {claim.table}'s cells: judged once all its jobs are done "
                            f"({table.attrs['partial']} finished so far)")
             return row
+    if table.empty and "file" in table.attrs:  # a whole table of no rows: nothing was measured
+        row["note"] = (f"table {claim.table} is empty (0 rows): rebuild it with "
+                       f"`{integrity.rebuild_command(table.attrs['file'])}`")
+        return row
     t = rows(claim, table)
     if t.empty:  # e.g. a sparsity or model this configuration does not train, or not run yet
         row["note"] = ("no rows match: its cells are not among the finished jobs yet" if table.attrs.get("partial")
@@ -920,7 +929,9 @@ def _table(results: str, exp: str, shared: dict[str, list[str]] | None = None) -
     come from: its claims are judged on the cells those hold, and say so; None when there is none."""
     p = Path(paths.existing_table(results, exp))
     if p.exists():
-        return pd.read_csv(p)
+        whole = pd.read_csv(p)
+        whole.attrs["file"] = paths.table(results, exp)  # what rebuilds it, should it be empty
+        return whole
     parts = sorted(Path(paths.part(results, exp, "x")).parent.glob("*.csv*"))
     frames = [pd.read_csv(f) for f in parts if f.name.endswith((".csv", ".csv.gz"))]
     jobs_done = len(frames)

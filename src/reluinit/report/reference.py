@@ -22,6 +22,7 @@ paper-scale number fails until the reference is regenerated on purpose.
 from __future__ import annotations
 
 import argparse
+import difflib
 import functools
 import gzip
 import hashlib
@@ -34,7 +35,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import zlib
 from pathlib import Path
 
 import pandas as pd
@@ -45,7 +45,8 @@ from ..fingerprint import settings_fingerprint
 from ..pipeline import catalogue, paths, provenance, shared
 from ..pipeline.catalogue import PAPERS, paper_of
 from ..pipeline.config import settings
-from . import claims, reports
+from . import claims, committed, reports
+from .committed import DIGESTS, DamagedPart, digests, part_bytes
 
 GZIP_ABOVE = 500_000  # bytes of CSV
 
@@ -157,33 +158,8 @@ def _machine() -> str:
 # it holds (``sha256``, ``bytes`` and ``rows`` of its CSV, uncompressed), which ``restore`` checks.
 PARTS_COLUMNS = ["experiment", "part", "job_seconds", "commit", "machine", "code", "settings", "sha256", "bytes",
                  "rows"]
-DIGESTS = ["sha256", "bytes", "rows"]
 # Read as text: a short hash such as 663e607 or 12345e6 would otherwise read as a float.
 TEXT = {"commit": str, "machine": str, "code": str, "settings": str, "sha256": str}
-
-
-class DamagedPart(RuntimeError):
-    """A part of the reference that does not read back as what was exported: truncated, altered,
-    renamed or unrecorded. The message names the file and the command that rebuilds the part."""
-
-
-def part_bytes(path: Path) -> bytes:
-    """A part's CSV as exported, uncompressed; a ``.gz`` that does not decompress whole (truncated,
-    altered) raises ``DamagedPart`` naming it."""
-    if path.suffix != ".gz":
-        return path.read_bytes()
-    try:
-        return gzip.decompress(path.read_bytes())
-    except (OSError, EOFError, zlib.error) as e:
-        raise DamagedPart(f"{path} does not decompress ({type(e).__name__}: {e})") from None
-
-
-def digests(data: bytes, table: pd.DataFrame | None = None) -> dict:
-    """``sha256``, ``bytes`` and ``rows`` of a part's CSV (``part_bytes``); ``table``: the CSV
-    already parsed."""
-    if table is None:
-        table = pd.read_csv(io.BytesIO(data)) if data.strip() else pd.DataFrame()
-    return {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data), "rows": len(table)}
 
 
 def kept_part(root: str | Path, exp: str, part: str) -> Path | None:
@@ -256,6 +232,12 @@ def _with_digests(row: dict, out: Path) -> dict:
 # when they are this small, so that the next machine resumes it (``restore`` brings them back).
 CHECKPOINTS_MAX_BYTES = 10_000_000
 
+# What ``restore`` says of a trained experiment's parts (docs/reference.md, "Regenerating it").
+STACKED = ("a part whose job reruns trains its runs in a stack of another size than the reference's (alone, or "
+           "with other runs), which rounds float32 differently: its losses, lengths, growth factors and "
+           "post-training sigmas may differ from the reference's by a few 1e-7 relative (TG-F6's length_out by "
+           "up to 4.7e-7), its accuracies and epochs not in the runs measured (docs/reference.md)")
+
 
 def _keep_checkpoints(results: Path, out: Path, exp: str, done: set[str]) -> None:
     """Copy the checkpoints of ``exp``'s unfinished parts (sealed files, as the run wrote them) into
@@ -311,7 +293,17 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
     ``parts.csv`` keeps one row per finished job (seconds, commit, CPU), so its time and the
     commits and CPUs that made it stay known after ``restore`` and the run that completes it.
     A finished experiment keeps its parts while another's table that takes runs from them (config
-    ``shared``) is unfinished: that table is assembled from their files (``restore``)."""
+    ``shared``) is unfinished: that table is assembled from their files (``restore``). The tables
+    copied get their digests in ``tables.csv`` (``committed.record``); an id the catalogue does not
+    have is refused before anything is written."""
+    unknown = [e for e in experiments if e not in catalogue.ENTRIES]
+    if unknown:
+        bare = {e.upper().replace("-", "").replace("_", ""): e for e in catalogue.ENTRIES}  # opf1, OP_F1: OP-F1
+        like = ([bare[k]] if (k := unknown[0].upper().replace("-", "").replace("_", "")) in bare
+                else difflib.get_close_matches(unknown[0], list(catalogue.ENTRIES), n=3))
+        raise ValueError(f"no experiment {unknown[0]!r} in the catalogue{' (did you mean ' + ' or '.join(like) + '?)' if like else ''}: "
+                         f"export takes catalogue ids (CATALOGUE.md lists them), e.g. `python -m "
+                         f"reluinit.report.reference export --experiments {like[0] if like else EXPERIMENTS[0]}`")
     results, out = Path(results), Path(out)
     old = pd.read_csv(out / "runs.csv", dtype=TEXT).set_index("experiment") if (out / "runs.csv").exists() else None
     old_parts = (pd.read_csv(out / "parts.csv", dtype=TEXT) if (out / "parts.csv").exists()
@@ -324,6 +316,7 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
         return here | fingerprints(exp, config_file, scale=scale)
 
     finished = {}  # an experiment done in this export: its parts' rows, kept while a taker is unfinished
+    copied = []  # the experiments whose tables this export writes (their digests: tables.csv)
 
     for exp in experiments:
         carried = old_parts[old_parts["experiment"] == exp].set_index("part")
@@ -355,6 +348,7 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
             continue
         shutil.rmtree(Path(paths.checkpoints(str(out), exp, "x")).parent, ignore_errors=True)  # nor checkpoints
         dest = _copy_table(src, Path(paths.table(str(out), exp)))
+        copied.append(exp)
         for f in (png, Path(paths.built(str(results), exp))):
             if not f.exists():
                 continue
@@ -391,6 +385,7 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
     runs = pd.DataFrame(rows)
     out.mkdir(parents=True, exist_ok=True)
     runs.to_csv(out / "runs.csv", index=False)
+    committed.record(out, copied)
     if part_rows:
         _write_parts(pd.DataFrame(part_rows, columns=PARTS_COLUMNS), out / "parts.csv")
     else:
@@ -474,12 +469,13 @@ def restore(root: str | Path, results: str | Path, scale: str = "paper",
     when ``parts.csv`` records it, its measuring code and settings are today's (Snakemake cannot
     tell a copied file's age), and its content is what was exported (SHA-256, bytes, rows); it is
     written atomically and sealed, as a job writes it. Returns the files restored, for each part
-    left out as stale why (its job reruns), and for each refused as damaged one line naming it and
-    the command that rebuilds it."""
+    left out as stale why (its job reruns), and for each refused as damaged, and each table of the
+    tree edited since its export (``committed.edited``), one line naming it and the command that
+    rebuilds it."""
     root = Path(root)
     made = (pd.read_csv(root / "parts.csv", dtype=TEXT).set_index(["experiment", "part"]) if (root / "parts.csv").exists()
             else pd.DataFrame())
-    restored, left_out, refused, now = [], [], [], {}
+    restored, left_out, refused, now = [], [], committed.edited(root), {}
     for f in sorted(root.glob("*/*/*.csv*")):
         exp, part = f.parent.name, _part_name(f)
         target = Path(results) / f.relative_to(root).with_suffix("" if f.suffix == ".gz" else ".csv")
@@ -510,12 +506,9 @@ def restore(root: str | Path, results: str | Path, scale: str = "paper",
         if not isinstance(then.get("sha256"), str):
             refused.append(f"{f}: parts.csv records no digest for it, so it cannot be checked: {fix}")
             continue
-        found = digests(data, table)
-        recorded = {k: str(then[k]).removesuffix(".0") for k in DIGESTS}  # bytes and rows read back as floats
-        wrong = [k for k in DIGESTS if str(found[k]) != recorded[k]]
+        wrong = committed.differences(digests(data, table), then)
         if wrong:
-            refused.append(f"{f}: altered: its {', '.join(f'{k} {found[k]} is not the recorded {recorded[k]}' for k in wrong)}; "
-                           f"{fix}")
+            refused.append(f"{f}: altered: its {', '.join(wrong)}; {fix}")
             continue
         integrity.write_atomic(target, lambda tmp, data=data: Path(tmp).write_bytes(data),
                                shape={"rows": len(table), "columns": [str(c) for c in table.columns]})
@@ -616,14 +609,26 @@ def redraw(root: str | Path) -> list[str]:
 
 
 def render(root: str | Path, claims_file: str = "claims.yaml", notebooks: bool = True,
-           readme: str | Path | None = "README.md") -> pd.DataFrame:
+           readme: str | Path | None = "README.md", figures: bool = False) -> pd.DataFrame:
     """Judge every claim on the tree, execute each paper's notebook on it (HTML only), and write
-    ``reference/README.md`` and the README's verdict block."""
+    ``reference/README.md`` and the README's verdict block; with ``figures``, first draw every
+    figure again (``redraw``; the ids drawn in ``attrs["drawn"]``). Refused before anything is written
+    (naming the fix) for a folder that holds no tree, and for a tree whose tables are not those its
+    export recorded (``committed.edited``: their claims would be judged on numbers no run made)."""
     root = Path(root)
+    if not (root / "runs.csv").is_file():
+        raise FileNotFoundError(f"{root} holds no reference tree (no runs.csv): give --root the folder `export` "
+                                f"wrote (default reference/paper), or make one with `python -m "
+                                f"reluinit.report.reference export --out {root}`")
     listed = claims.load(claims_file)
+    edited = committed.edited(root)
+    if edited:
+        raise committed.EditedTable("; and ".join(edited))
+    drawn = redraw(root) if figures else []
     config_file = Path(claims_file).with_name("config.yaml")  # its `shared` runs fill partial tables
     config = yaml.safe_load(config_file.read_text()) if config_file.exists() else None
     card = claims.scorecard(listed, str(root), "paper", config=config)
+    card.attrs["drawn"] = drawn
     (root / "claims").mkdir(parents=True, exist_ok=True)
     card.to_csv(paths.scorecard(str(root), "csv"), index=False)
     for paper in PAPERS:
@@ -813,7 +818,16 @@ def main() -> None:
     u.add_argument("--root", default="reference/paper")
     u.add_argument("--results", default="results/paper")
     u.add_argument("--scale", default="paper", help="the scale the parts were made at (quick: a harvest's --tiny tree)")
+    d = sub.add_parser("record", help="re-record the digests of tables edited on purpose (tables.csv)")
+    d.add_argument("tables", nargs="+", help="table files, e.g. reference/paper/OP/OP-F1.csv.gz")
     a = top.parse_args()
+    try:
+        _run(a)
+    except (ValueError, FileNotFoundError, DamagedPart) as e:  # one sentence with its fix, no traceback
+        raise SystemExit(f"error: {e}") from None
+
+
+def _run(a: argparse.Namespace) -> None:
     if a.what == "targets":
         print(" ".join(paths.target(e) for e in EXPERIMENTS))
         return
@@ -828,16 +842,21 @@ def main() -> None:
             print("not restored:", why)
         for why in refused:
             print("refused:", why, file=sys.stderr)
+        if any(catalogue.entry(f.parent.name).trains for f in restored if f.parent.name in catalogue.ENTRIES):
+            print(f"note: {STACKED}")
         if refused:
-            raise SystemExit(f"{len(refused)} part(s) refused as damaged (above); the others were restored")
+            raise SystemExit(f"{len(refused)} file(s) refused as damaged or edited (above); the others were restored")
+        return
+    if a.what == "record":
+        print("\n".join(committed.record_files(a.tables)))
         return
     if a.what == "export":
         runs = export(a.results, a.out, a.experiments, a.scale)
         print(runs.to_string(index=False))
     else:
+        card = render(a.root, notebooks=not a.no_notebooks, figures=a.figures)
         if a.figures:
-            print("drew", " ".join(redraw(a.root)))
-        card = render(a.root, notebooks=not a.no_notebooks)
+            print("drew", " ".join(card.attrs["drawn"]))
         print(claims.summary(card).to_string())
     print(f"machine: {platform.node()}, {platform.processor() or platform.machine()}")
 

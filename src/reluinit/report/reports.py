@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from .. import integrity
 from ..pipeline import catalogue, paths
-from . import claims
+from . import claims, committed
 
 
 def built_with(path: str) -> dict:
@@ -73,7 +74,7 @@ def show(results: str, exp_id: str, card: pd.DataFrame, cells: dict[str, list] |
     table_path = paths.existing_table(results, exp_id)
     if not Path(table_path).exists():  # a tree that holds part of the catalogue (the reference)
         display(Markdown(f"**`{exp_id}` is not in this results tree** (`{results}`): its claims say "
-                         f"'{claims.NOT_RUN}'. Build it with `snakemake {exp_id.lower().replace('-', '_')}`."))
+                         f"'{claims.NOT_RUN}'. Build it with {_build(results, exp_id)}."))
         return
     png = paths.figures(results, exp_id)[1]
     if os.environ.get("RELUINIT_FIGURES") == "link":  # the committed reference: figures stay files, linked
@@ -99,6 +100,14 @@ def show(results: str, exp_id: str, card: pd.DataFrame, cells: dict[str, list] |
             display(claims.styled_pivot(card, mine))
         else:
             display(rows[cell_rows])
+
+
+def _build(results: str | Path, exp_id: str) -> str:
+    """The command that builds ``exp_id``'s table into the tree ``results`` at its scale and results
+    folder; into a reference tree (``runs.csv``), the job's command then the export's."""
+    if (Path(results) / "runs.csv").is_file():
+        return committed.rebuild(Path(results), exp_id)
+    return f"`{integrity.rebuild_command(paths.table(str(results), exp_id), force=False)}`"
 
 
 def execute(notebook: str | Path, ipynb: str | Path, html: str | Path, **parameters) -> None:
