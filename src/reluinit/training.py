@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import datasets, fingerprint, integrity
+from . import checkpoint_file, datasets, fingerprint, integrity
 from .engine import Engine, flushed_denormals, loss_precision, mode_for, run_loss
 from .ensemble import Stack
 from .nets import MLP, tf32
@@ -329,12 +329,8 @@ class _WriteErrors:
 
 def load_checkpoint(path: str | Path, device="cpu") -> dict | None:
     """The saved state, None when there is none; ``integrity.DamagedFile`` when it is not what was
-    written (its seal), and torch's error when it does not load."""
-    path = Path(path)
-    if not path.exists():
-        return None
-    integrity.verify(path)
-    return torch.load(path, map_location=device, weights_only=True)
+    written (its seal), ``checkpoint_file.NotACheckpoint`` when it does not load (never run)."""
+    return checkpoint_file.load(path, device) if Path(path).exists() else None
 
 
 # Bumped when what a checkpoint holds changes meaning: older checkpoints then start afresh
@@ -369,6 +365,10 @@ class Checkpoint:
             self.path.replace(aside)
             if integrity.seal_path(self.path).exists():
                 integrity.seal_path(self.path).replace(integrity.seal_path(aside))
+            if isinstance(e, checkpoint_file.NotACheckpoint):  # one sentence of ours, never torch's advice
+                log.warning("%s is not a checkpoint this pipeline wrote (%s): moved to %s, never loaded, and the run "
+                            "starts afresh; delete %s", self.path, e.what, aside, aside)
+                return None
             log.warning("%s is damaged (%s: %s): moved to %s; the run starts afresh", self.path, type(e).__name__,
                         str(e).splitlines()[0] if str(e) else "", aside)
             return None

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from .. import datasets, training
+from .. import checkpoint_file, datasets, training
 from ..fingerprint import settings_fingerprint
 from ..nets import MLP, parse_arch, resolve_device, sample_mlp
 from ..training import Checkpoint, DeviceData, Recipe, RunSpec, save_checkpoint
@@ -88,7 +88,8 @@ def save(states: list[dict], path: str | Path) -> None:
 
 
 def load(path: str | Path) -> list[dict]:
-    return torch.load(path, weights_only=True)
+    """``save``'s checkpoints (``checkpoint_file.load``: a file that is not one is refused, never run)."""
+    return checkpoint_file.load(path)
 
 
 def flat(split: datasets.Split, device) -> tuple[torch.Tensor, torch.Tensor]:

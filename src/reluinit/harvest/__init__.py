@@ -20,7 +20,9 @@ checkpoints (up to 10 MB a part) and ``reference restore`` has brought them into
 
 which records each part's digests in ``parts.csv``; ``reference restore`` then brings them into
 any checkout's ``results/paper``, where Snakemake finds them done. ``--tiny`` runs the quick
-scale's parts on its bundled data (CI). An experiment that prunes (RP's) has each part's masks made
+scale's parts on its bundled data (CI). ``--reference`` (default ``reference/paper``, so run it from
+the checkout) must be a reference tree or an empty folder, and ``--out`` a folder it can write:
+anything else is refused before any part runs. An experiment that prunes (RP's) has each part's masks made
 first, by the workflow's own ``prune`` script; the reference keeps the trained parts, not the masks,
 and Snakemake, finding a part done, does not ask for its masks again.
 """
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import platform
 import signal
 import sys
@@ -219,7 +222,7 @@ def harvest(budget_s: float, data_dir: str | Path, out: str | Path, device: str 
     config.update(data_dir=str(data_dir), results=str(out), scale=scale)
     results = Path(paths.scale_root(str(out), scale))
     todo, skipped = candidates(config, scale, Path(reference), results, only, first)  # refused before any file
-    results.mkdir(parents=True, exist_ok=True)
+    writable_tree(results, out)
     import torch
 
     threads = threads or torch.get_num_threads()
@@ -372,15 +375,58 @@ def thread_count(text: str) -> int:
 
 
 def out_folder(text: str) -> str:
-    """``--out``: a folder to write the results tree into (made if missing), not an existing file."""
+    """``--out``: a folder to write the results tree into (made if missing), not an existing file,
+    and one this process may write into (its nearest existing folder, as the system says)."""
     path = Path(text)
     for p in (path, *path.parents):
         if p.exists():
             if not p.is_dir():
                 raise argparse.ArgumentTypeError(f"{p} is a file, where the results tree's folder {text} would be: "
                                                  "give a folder, e.g. --out harvest")
+            if not os.access(p, os.W_OK | os.X_OK):
+                raise argparse.ArgumentTypeError(unwritable(p, text, "read-only" if _read_only(p) else "permission denied"))
             break
     return text
+
+
+def _read_only(folder: Path) -> bool:
+    return bool(os.statvfs(folder).f_flag & os.ST_RDONLY) if hasattr(os, "statvfs") else False
+
+
+def unwritable(folder: Path, out: str | Path, why: str) -> str:
+    """The one sentence for an ``--out`` the harvest cannot write its results tree into."""
+    return (f"{folder} cannot be made or written to ({why}), so the harvest cannot make its results tree {out} there: give "
+            "--out a folder you can write to, e.g. --out harvest")
+
+
+def writable_tree(results: Path, out: str | Path) -> None:
+    """Make the results tree ``results`` and write a file into it, before any part runs: a folder
+    that cannot be made (or written) is refused in one sentence (``unwritable``)."""
+    probe = results / f".harvest-{os.getpid()}.probe"
+    try:
+        results.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        folder = Path(e.filename) if e.filename and Path(e.filename) != probe else results
+        raise SystemExit(unwritable(folder, out, e.strerror or type(e).__name__)) from None
+
+
+def reference_folder(text: str) -> str:
+    """``--reference``: the reference tree (``reference export`` writes it: ``runs.csv`` and a folder
+    per paper), or an empty folder (no part held); a path that is none of these would run every
+    part again, and is refused."""
+    path = Path(text)
+    if not path.is_dir():
+        why = "is a file" if path.exists() else "does not exist"
+    elif any(path.iterdir()) and not (path / "runs.csv").is_file() and not any(
+            (path / paper).is_dir() for paper in catalogue.PAPERS):
+        why = f"holds neither runs.csv nor a paper's folder ({', '.join(catalogue.PAPERS)})"
+    else:
+        return text
+    raise argparse.ArgumentTypeError(f"{text} {why}, so every part would run again: give the reference tree that "
+                                     "`python -m reluinit.report.reference export` writes, e.g. --reference "
+                                     "reference/paper from the checkout (or an empty folder, to run every part)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -394,7 +440,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--first", nargs="*", metavar="EXP/PART", help="parts to run before the others, in this order "
                    "(e.g. RP-F3/group36: the cells a verdict waits for); the rest follow in the usual order")
     p.add_argument("--tiny", action="store_true", help="the quick scale's parts on bundled data (CI)")
-    p.add_argument("--reference", default="reference/paper", help="parts held here are not run again")
+    p.add_argument("--reference", type=reference_folder, default="reference/paper",
+                   help="the reference tree: parts held here are not run again")
     p.add_argument("--threads", type=thread_count, default=None, help="CPU threads (default: torch's choice)")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
