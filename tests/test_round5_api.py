@@ -237,3 +237,20 @@ def test_bad_models_and_points_are_refused_naming_what_is_wrong():
         plane_partition(_net(), z, [1, 0, 0], [0, 1, 0], 1.0)
     with pytest.raises(ValueError, match="^x0 must hold real numbers"):
         trajectory_stats(_net(), z, 2 * z)
+
+
+def test_an_mlp_subclass_that_computes_otherwise_or_a_hooked_mlp_is_refused():
+    from reluinit.nets import MLP, sample_mlp
+
+    class Shifted(MLP):
+        def preactivations(self, x):
+            pre, out = super().preactivations(x)
+            return [z + 1 for z in pre], out
+
+    net = sample_mlp([3, 8, 8, 1], seed=0, readout=True, dtype=torch.float64)
+    odd = Shifted(net.weights, net.biases, readout=True)
+    with pytest.raises(TypeError, match="^Shifted: Shifted has its own preactivations"):
+        regions_on_line(odd, *_points())
+    net.register_forward_hook(lambda m, i, o: o + 1)
+    with pytest.raises(TypeError, match="^MLP has a forward hook"):
+        regions_on_line(net, *_points())

@@ -273,16 +273,16 @@ def _weight_hooks() -> tuple[type, ...]:
     return BasePruningMethod, WeightNorm
 
 
-def _plain(m: nn.Module, base: type, where: str) -> None:
-    """A ``TypeError`` unless ``m`` computes what a ``base`` computes of its parameters: no
-    ``forward`` or ``__call__`` of its own (a subclass's, or one set on the object) and no forward
-    hook, which could make it compute anything while its parameters say otherwise."""
-    own = [n for n in ("forward", "__call__") if n in vars(m)]
+def _plain(m: nn.Module, base: type, where: str, methods=("forward", "__call__", "_call_impl")) -> None:
+    """A ``TypeError`` unless ``m`` computes what a ``base`` computes of its parameters: none of
+    ``methods`` of its own (a subclass's, or one set on the object) and no forward hook, which
+    could make it compute anything while its parameters say otherwise."""
+    own = [n for n in methods if n in vars(m)]
     if own:
         raise TypeError(f"{where}: its {own[0]} was replaced on the object, so what it computes is not what a "
                         f"{base.__name__} computes of its parameters; measure a model of plain torch modules")
     cls = type(m)
-    for n in ("forward", "__call__", "_call_impl"):
+    for n in methods:
         if getattr(cls, n) is not getattr(base, n):
             raise TypeError(f"{where}: {cls.__name__} has its own {n}, so what it computes is not what a "
                             f"{base.__name__} computes of its parameters; measure a model of plain torch modules")
@@ -393,7 +393,8 @@ def as_mlp(model: nn.Module) -> MLP:
         >>> net.widths, net.readout
         ([2, 8, 1], True)
     """
-    if isinstance(model, MLP):
+    if isinstance(model, MLP):  # measured through its weights and act: a subclass must not compute otherwise
+        _plain(model, MLP, f"{type(model).__name__}", ("forward", "__call__", "_call_impl", "preactivations", "act"))
         return model
     _no_global_hooks()
     _plain_containers(model, "")
