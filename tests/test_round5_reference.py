@@ -68,6 +68,7 @@ def test_a_committed_table_edited_by_hand_is_named_by_restore_and_render_and_not
     run = _cli("restore", "--root", str(root), "--results", str(tmp_path / "results" / "paper"))
     assert run.returncode != 0 and "Traceback" not in run.stderr
     assert f"{table}: edited after export" in run.stderr and "claims are not judged" in run.stderr
+    assert "1 file(s) refused as damaged or edited" in run.stderr
     assert f"reluinit.report.reference record {table}" in run.stderr and "snakemake results/paper/OP/OP-F1.csv" in run.stderr
     with pytest.raises(committed.EditedTable, match="OP-F1.csv.gz: edited after export: its sha256") as refused:
         reference.render(root, listed, notebooks=False, readme=None)
@@ -90,6 +91,13 @@ def test_export_records_the_tables_it_writes_and_a_tree_without_a_record_is_name
     assert recorded.to_dict("records") == [{"experiment": "TG-F4", "file": "TG/TG-F4.csv",
                                             **committed.digests((out / "TG" / "TG-F4.csv").read_bytes())}]
     assert committed.edited(out) == [] and reference.restore(out, tmp_path / "again")[2] == []
+    (out / "TG" / "TG-F1.csv").write_bytes((out / "TG" / "TG-F4.csv").read_bytes())  # a table no export wrote
+    assert committed.edited(out) == [f"{out / 'TG' / 'TG-F1.csv'}: {out / committed.TABLES} records no digest for it, "
+                                     f"so its claims are not judged; rebuild it with `snakemake results/paper/TG/TG-F1.csv "
+                                     f"--cores 1` and `python -m reluinit.report.reference export --experiments TG-F1 "
+                                     f"--out {out}`, or, if the edit is meant, re-record it with `python -m "
+                                     f"reluinit.report.reference record {out / 'TG' / 'TG-F1.csv'}`"]
+    (out / "TG" / "TG-F1.csv").unlink()
     (out / committed.TABLES).unlink()  # a tree exported before tables carried digests
     assert committed.edited(out) == [f"{out / committed.TABLES} is missing, so no table of {out} can be checked and "
                                      f"no claim is judged on it; export the tree again or, if its tables are as "

@@ -233,10 +233,11 @@ def _with_digests(row: dict, out: Path) -> dict:
 CHECKPOINTS_MAX_BYTES = 10_000_000
 
 # What ``restore`` says of a trained experiment's parts (docs/reference.md, "Regenerating it").
-STACKED = ("a part whose job reruns trains its runs in a stack of another size than the reference's (alone, or "
-           "with other runs), which rounds float32 differently: its losses, lengths, growth factors and "
-           "post-training sigmas may differ from the reference's by a few 1e-7 relative (TG-F6's length_out by "
-           "up to 4.7e-7), its accuracies and epochs not in the runs measured (docs/reference.md)")
+STACKED = ("a run that trains again in a stack of another size than it first did (alone after a damaged "
+           "checkpoint, or under another runs_per_job) rounds float32 differently: its losses, lengths, growth "
+           "factors and post-training sigmas then differ from the stacked run's by up to a few 1e-7 relative "
+           "(TG-F6's length_out by 3.3e-7 to 4.7e-7); its accuracies, epochs and steps did not in the runs "
+           "measured (docs/reference.md)")
 
 
 def _keep_checkpoints(results: Path, out: Path, exp: str, done: set[str]) -> None:
@@ -732,6 +733,7 @@ def reference_readme(card: pd.DataFrame, runs: pd.DataFrame) -> str:
         "(`figures/<ID>.png`) and settings record (`figures/<ID>.json`), every claim judged",
         "(`claims.csv`, `claims/<PAPER>.csv`, `reports/scorecard.html`) and each paper's executed notebook",
         "(`reports/<PAPER>.html`). `runs.csv` lists every experiment: rows, jobs, summed job seconds, data;",
+        "`tables.csv` what each table held (SHA-256, bytes, rows), which `render` and `restore` check first;",
         "an unfinished experiment keeps its finished jobs' rows instead of its table (`<PAPER>/<ID>/<part>.csv.gz`),",
         "and a finished one keeps them beside its table while another's unfinished table takes runs from them;",
         "`parts.csv` lists the jobs of an experiment that ran across sessions (seconds, commit and CPU of each)",
