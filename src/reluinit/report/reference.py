@@ -6,6 +6,7 @@ without running anything (``reference/paper/``, the layout of ``results/paper/``
     python -m reluinit.report.reference targets      (the Snakemake targets that build it: `make reference`)
     python -m reluinit.report.reference restore      (an unfinished experiment's finished jobs, back into results/)
     python -m reluinit.report.reference refingerprint   (today's fingerprints on parts.csv, after code moved)
+    python -m reluinit.report.reference record <table>  (a table's digests, after an edit meant: committed.py)
 
 ``export`` copies from a paper-scale results tree what a reader needs: each experiment's tidy
 table (gzipped above ``GZIP_ABOVE`` bytes, deterministically, so an unchanged table is an
