@@ -24,6 +24,17 @@ takes Synaptic-Flow's options (Tanaka et al. 2020, github.com/ganguli-lab/Synapt
 and several batches for SNIP and GraSP, a per-layer scope, layers left dense, and an exponential or
 linear schedule over rounds. With its defaults it takes the papers' path unchanged
 (``_pruned_as_ever``): the committed results rest on those masks, bit for bit.
+
+A weight shared by several layers (tied: ``l2.weight = l1.weight``) is one tensor: scored once,
+counted once in N, given one mask under the first holder's name, which ``apply_masks`` puts on every
+layer that holds it. Its score is the one tensor's in the net that uses it everywhere: the gradients
+of SNIP's |theta * dL/dtheta| and SynFlow's |theta * dR/dtheta| are summed over its uses (what
+autograd gives a shared parameter), GraSP's g and H are the shared parameter's. A weight computed by
+another parametrization (``weight_norm``, ``spectral_norm``) is scored as the weight the layer
+computes with, and its mask multiplies that weight. Two identical calls give the same masks:
+scoring runs with dropout and RReLU in eval mode (every other module in the mode it is in), and any
+other random draw (a module's own, a shuffling loader) from torch's generators seeded with 0 (put
+back as they were after the call).
 """
 
 from __future__ import annotations
@@ -42,19 +53,38 @@ from torch.nn.utils import parametrize
 from .inits import weight_layers
 from .models import pruning_view
 from .nets import MLP, tf32
+from .pruning_inputs import batch_xy, checked_density, checked_masks
 
 Masks = dict[str, torch.Tensor]
 
 
 def prunable(model: nn.Module) -> dict[str, torch.Tensor]:
-    """``{"<module>.weight": weight}`` for every conv and linear layer, in order."""
-    return {f"{name}.weight": m.weight for name, m in weight_layers(model)}
+    """``{"<module>.weight": weight}`` for every conv and linear layer, in order; a weight that
+    several layers share (tied) once, under the first that holds it (``_tied``)."""
+    tied = _tied(model)
+    return {f"{name}.weight": m.weight for name, m in weight_layers(model) if tied[f"{name}.weight"] == f"{name}.weight"}
+
+
+def _stored(module: nn.Module):
+    """What a layer's weight is computed from: the weight itself, the original under ``apply_masks``
+    or ``torch.nn.utils.prune`` (two layers holding one are tied), or the parametrization list of
+    a weight computed from several tensors (``weight_norm``)."""
+    if parametrize.is_parametrized(module, "weight"):
+        weights = module.parametrizations.weight
+        return getattr(weights, "original", weights)
+    return module._parameters.get("weight_orig", module.weight)
+
+
+def _tied(model: nn.Module) -> dict[str, str]:
+    """``{"<layer>.weight": the name it is scored and masked under}`` for every conv and linear
+    layer, in order: its own, or for a weight shared by several layers (tied), the first's."""
+    first: dict[int, str] = {}
+    return {f"{n}.weight": first.setdefault(id(_stored(m)), f"{n}.weight") for n, m in weight_layers(model)}
 
 
 def masks_from_scores(scores: dict[str, torch.Tensor], density: float) -> Masks:
     """Keep the ``round(density * N)`` highest scores over all layers together."""
-    if not 0 <= density <= 1:
-        raise ValueError(f"density must be in [0, 1], got {density}")
+    checked_density(density)
     flat = torch.cat([s.detach().flatten().double() for s in scores.values()])
     keep = torch.zeros(len(flat), dtype=torch.bool, device=flat.device)
     k = round(density * len(flat))
@@ -292,13 +322,14 @@ def prune(model: nn.Module, method: str, density: float, *, x: torch.Tensor | No
     :param model: any model whose prunable layers are conv and linear layers.
     :param method: a name in ``PRUNERS``: "snip" (or "sbp"), "grasp", "synflow", "magnitude",
         "random", or one registered with ``@pruner``.
-    :param density: the fraction kept, in [0, 1]: ``round(density * N)`` of the N weights pruned
-        (of each layer's own with ``scope="layer"``).
+    :param density: the fraction kept, a number in [0, 1]: ``round(density * N)`` of the N weights
+        pruned (of each layer's own with ``scope="layer"``; a tied weight counts once).
     :param x: one batch of inputs for SNIP and GraSP (or ``data``); SynFlow reads ``in_shape`` from it.
     :param y: the integer class labels of ``x`` (the targets of ``loss``).
     :param data: an iterable of ``(x, y)`` batches (a ``DataLoader``, a list) for SNIP and GraSP,
         each moved to the weights' device: the batches' gradients are summed, as Synaptic-Flow sums
-        them (SNIP: |theta * sum of the dL_b/dtheta|).
+        them (SNIP: |theta * sum of the dL_b/dtheta|). A batch is a tuple or list (items after y
+        ignored) or a dict with the keys "x" and "y" (or "input" and "target", "image" and "label").
     :param loss: ``loss(output, target)``, a scalar, for SNIP and GraSP (GraSP passes it
         ``output / temperature``); None: cross-entropy.
     :param in_shape: SynFlow's input shape without the batch dimension, e.g. ``(3, 32, 32)``; read
@@ -337,7 +368,7 @@ def _refuse_nonfinite(model: nn.Module, x: torch.Tensor | None, data: Batches | 
             raise ValueError(f"prune: the model's {name} holds NaN or inf; give it finite parameters")
     batches = [("x", x)] if x is not None else []
     if isinstance(data, (list, tuple)):
-        batches += [(f"data[{i}]'s inputs", b[0]) for i, b in enumerate(data)]
+        batches += [(f"data[{i}]'s inputs", batch_xy(b, labels=False)[0]) for i, b in enumerate(data)]
     for what, inputs in batches:
         if torch.is_tensor(inputs) and inputs.is_floating_point() and not bool(torch.isfinite(inputs).all()):
             raise ValueError(f"prune: {what} holds NaN or inf; give it finite inputs")
@@ -353,13 +384,14 @@ def prune_with_s_cr(model: nn.Module, method: str, density: float, *, x: torch.T
     model). A VGG16 is scored on its ``pruning_view`` (without its batch norms, as the RP authors
     prune it), the masks keyed by the model's own layer names."""
     in_shape = _checked(method, density, x, y, data, loss, in_shape, rounds, scope, schedule)
-    names = [f"{n}.weight" for n, _ in weight_layers(model)]
-    chosen = _chosen(names, exclude)
+    tied = _tied(model)
+    chosen = _chosen(tied, exclude)
     with _state_kept(model):
         own = schedule is None or (schedule == "exponential" and isinstance(PRUNERS[method], SynFlow))
-        if own and data is None and loss is None and scope == "global" and chosen == names and not applied_masks(model):
-            return _pruned_as_ever(model, method, density, x=x, y=y, in_shape=in_shape, seed=seed, rounds=rounds,
-                                   temperature=temperature)
+        if own and data is None and loss is None and scope == "global" and len(chosen) == len(set(tied.values())) \
+                and not applied_masks(model):
+            return _pruned_as_ever(_unmasked_copy(model) if _computed(model) else model, method, density, x=x, y=y,
+                                   in_shape=in_shape, seed=seed, rounds=rounds, temperature=temperature)
         batches = data if data is not None else [(x, y)] if x is not None else []
         return _pruned(model, method, density, chosen, batches=batches, loss=loss, in_shape=in_shape, seed=seed,
                        rounds=rounds, temperature=temperature, scope=scope, schedule=schedule)
@@ -375,7 +407,8 @@ def prune_each(model: nn.Module, method: str, densities: Iterable[float], *, x: 
     table's masks at several sparsities cost once instead of once per sparsity (the mask audit)."""
     densities = list(densities)
     pruner = PRUNERS.get(method)
-    if pruner is None or type(pruner).masks is not Pruner.masks or len(densities) < 2 or applied_masks(model):
+    if pruner is None or type(pruner).masks is not Pruner.masks or len(densities) < 2 or applied_masks(model) \
+            or _computed(model):
         return [prune_with_s_cr(model, method, d, x=x, y=y, data=data, in_shape=in_shape, seed=seed, rounds=rounds,
                                 temperature=temperature) for d in densities]
     _refuse_nonfinite(model, x, data)
@@ -416,8 +449,7 @@ def _checked(method: str, density: float, x, y, data, loss, in_shape, rounds: in
     ``in_shape``, read from ``x`` or ``data`` when not given."""
     if method not in PRUNERS:
         raise ValueError(f"unknown pruning method {method!r}; known: {', '.join(PRUNERS)}")
-    if not 0 <= density <= 1:
-        raise ValueError(f"density must be in [0, 1] (the fraction of weights kept), got {density}")
+    checked_density(density)
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
     if schedule is not None and schedule not in SCHEDULES:
@@ -439,7 +471,7 @@ def _checked(method: str, density: float, x, y, data, loss, in_shape, rounds: in
             first = next(iter(data), None)
             if first is None:
                 raise _no_batch()
-            x = first[0]
+            x = batch_xy(first, labels=False)[0]
         if x is None:
             raise TypeError("synflow needs in_shape=, the shape of one input without the batch dimension, e.g. "
                             "in_shape=(3, 32, 32) for CIFAR-10 (or x= or data= to read it from a batch)")
@@ -447,9 +479,10 @@ def _checked(method: str, density: float, x, y, data, loss, in_shape, rounds: in
     return in_shape
 
 
-def _chosen(names: list[str], exclude: Iterable[str]) -> list[str]:
-    """The weights of ``names`` that are pruned: all but those ``exclude`` names (``prune``)."""
-    out = set()
+def _chosen(tied: dict[str, str], exclude: Iterable[str]) -> list[str]:
+    """The weights pruned (``_tied``'s names they are masked under): all but those ``exclude`` names
+    (``prune``); a weight shared by several layers stays dense when one of them is excluded."""
+    names, out = list(tied), set()
     for item in [exclude] if isinstance(exclude, str) else exclude:
         if item in ("bias", "batchnorm"):  # never pruned here
             continue
@@ -462,21 +495,33 @@ def _chosen(names: list[str], exclude: Iterable[str]) -> list[str]:
     if not names:
         raise ValueError("prune: the model has no conv or linear layer with weights, so nothing to prune "
                          "(pruned: nn.Linear and nn.Conv1d/2d/3d)")
-    if len(out) == len(names):
+    dense = {tied[n] for n in out}
+    if not (chosen := [n for n in dict.fromkeys(tied.values()) if n not in dense]):
         raise ValueError("exclude leaves no weight to prune")
-    return [n for n in names if n not in out]
+    return chosen
 
 
 @contextlib.contextmanager
 def _state_kept(model: nn.Module):
     """Put back every submodule's train/eval mode and every buffer (the same tensors, their values
     bit for bit): a forward pass in train mode moves batch norm's running statistics. Masks are
-    buffers scoring never writes, and their copies would double the weights' memory: not saved."""
+    buffers scoring never writes, and their copies would double the weights' memory: not saved.
+    Inside, so that two identical calls give the same masks, dropout and RReLU are in eval mode, and
+    any other draw (a module's own, a shuffling loader) comes from torch's generators of the CPU and
+    the model's GPUs seeded with 0, put back as they were after."""
     modes = [(m, m.training) for m in model.modules()]
+    for m in model.modules():
+        if isinstance(m, (nn.modules.dropout._DropoutNd, nn.RReLU)):
+            m.training = False
     saved = [(m, k, b, b.clone()) for m in model.modules() if not isinstance(m, _Mask)
              for k, b in m._buffers.items() if b is not None and f"{k.removesuffix('_mask')}_orig" not in m._parameters]
+    devices = sorted({p.device.index for p in model.parameters() if p.is_cuda})
     try:
-        yield
+        with torch.random.fork_rng(devices=devices):
+            torch.default_generator.manual_seed(0)
+            for d in devices:
+                torch.cuda.default_generators[d].manual_seed(0)
+            yield
     finally:
         with torch.no_grad():
             for m, k, b, value in saved:
@@ -507,9 +552,10 @@ def _pruned(model: nn.Module, method: str, density: float, chosen: list[str], *,
     if isinstance(PRUNERS[method], SynFlow):
         schedule = schedule or "exponential"
     n_rounds = rounds if schedule else 1
-    net = _unmasked_copy(model) if current or (n_rounds > 1 and not isinstance(PRUNERS[method], SynFlow)) else model
+    copied = current or _computed(model) or (n_rounds > 1 and not isinstance(PRUNERS[method], SynFlow))
+    net = _unmasked_copy(model) if copied else model
     view = pruning_view(net)
-    key = dict(zip([f"{n}.weight" for n, _ in weight_layers(model)], [f"{n}.weight" for n, _ in weight_layers(view)]))
+    key = dict(zip(dict.fromkeys(_tied(model).values()), dict.fromkeys(_tied(view).values())))
     weights = prunable(view)
     alive = {key[n]: current[n] if n in current else torch.ones_like(weights[key[n]], dtype=torch.bool)
              for n in chosen}
@@ -534,9 +580,25 @@ def _pruned(model: nn.Module, method: str, density: float, chosen: list[str], *,
     return {n: alive[key[n]] for n in chosen}, s_cr
 
 
+def _computed(model: nn.Module) -> bool:
+    """Whether a conv or linear layer of ``model`` has a parametrization other than ``apply_masks``'s
+    mask alone (``weight_norm``, ``spectral_norm``, ...): its weight is computed from others."""
+    return any(_others(m) for _, m in weight_layers(model))
+
+
+def _others(module: nn.Module) -> bool:
+    """Whether ``module`` has a parametrization besides ``apply_masks``'s mask."""
+    if not parametrize.is_parametrized(module):
+        return False
+    return set(module.parametrizations) != {"weight"} or len(module.parametrizations.weight) != 1 \
+        or _own_mask(module) is None
+
+
 def _unmasked_copy(model: nn.Module) -> nn.Module:
     """A copy of ``model`` with its masks (``apply_masks``'s, ``torch.nn.utils.prune``'s) taken off
-    and multiplied into its weights: the masked net as plain weights, to score and to prune further."""
+    and multiplied into its weights: the masked net as plain weights, to score and to prune further.
+    A layer under another parametrization (``weight_norm``) gets the tensors it computes as plain
+    parameters: the net is scored, and masked, as the weights it computes with. Tied weights stay tied."""
     from torch.nn.utils import prune as torch_prune
 
     # torch's masked weight is a computed tensor, which deepcopy refuses: the copy gets it as a plain
@@ -544,7 +606,13 @@ def _unmasked_copy(model: nn.Module) -> nn.Module:
     memo = {id(m.weight): m.weight.detach().clone() for _, m in weight_layers(model) if "weight_orig" in m._parameters}
     net = copy.deepcopy(model, memo)
     for name, m in weight_layers(net):
-        if _own_mask(m) is not None:
+        if _others(m):
+            values = {k: getattr(m, k).detach().clone() for k in m.parametrizations}
+            m.__class__ = type(m).__bases__[0]  # the copy's alone (as in _take_off)
+            del m._modules["parametrizations"]
+            for k, value in values.items():
+                m.register_parameter(k, nn.Parameter(value))
+        elif _own_mask(m) is not None:
             _take_off(m, f"{name}.weight")
         elif "weight_orig" in m._parameters:
             torch_prune.remove(m, "weight")
@@ -613,7 +681,7 @@ def _zero(weights: dict[str, torch.Tensor], alive: Masks) -> None:
 def _on(batch: tuple[torch.Tensor, torch.Tensor], model: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
     """An ``(x, y)`` batch on ``model``'s device."""
     device = next(model.parameters()).device
-    x, y = batch
+    x, y = batch_xy(batch)
     _refuse_empty(x, "a batch of data=")
     return x.to(device), y.to(device) if isinstance(y, torch.Tensor) else y
 
@@ -732,26 +800,39 @@ def apply_masks(model: nn.Module, masks: Masks) -> nn.Module:
     """Zero the pruned weights of ``model`` in place and keep them zero through training (a weight
     parametrization, so an optimizer step, momentum and weight decay included, cannot revive them).
     A weight masked already keeps what both masks keep, its one mask narrowed (the state dict keeps
-    its keys): prune, apply and prune again is iterative pruning.
+    its keys): prune, apply and prune again is iterative pruning. A weight shared by several layers
+    (tied) takes one mask, under the first layer's name (``prune``'s), and every layer computes with
+    the masked weight; a weight under another parametrization (``weight_norm``) is masked as it is
+    computed, the mask last. Masks are checked before any is applied: an unknown name, a mask that
+    is not boolean or not of its weight's shape, or two masks for one tensor is an error naming it.
 
         >>> apply_masks(model, prune(model, "synflow", 0.05, in_shape=(3, 32, 32)))  # doctest: +SKIP
     """
-    modules = dict(model.named_modules())
-    for name, mask in masks.items():
-        module = modules[name.rsplit(".", 1)[0]]
-        if "weight_orig" in module._parameters:
+    targets = _layers_of(model, masks, "apply_masks")
+    for name, layers in targets.items():
+        if any("weight_orig" in m._parameters for m in layers):
             raise TypeError(f"{name} is pruned by torch.nn.utils.prune: take its mask over with "
                             "from_torch_prune(model, remove=True) before apply_masks, or use to_torch_prune")
-        if (own := _own_mask(module)) is not None:
-            original = module.parametrizations.weight.original
+    for name, layers in targets.items():
+        mask, stored = masks[name], _stored(layers[0])
+        if torch.is_tensor(stored):  # a weight computed from several tensors is masked in the forward pass alone
             with torch.no_grad():
-                original.mul_(mask.to(original.device, original.dtype))
-            own.narrow(mask)
-            continue
-        with torch.no_grad():
-            module.weight.mul_(mask.to(module.weight.dtype))
-        parametrize.register_parametrization(module, "weight", _Mask(mask.to(module.weight.device), module.weight.dtype))
+                stored.mul_(mask.to(stored.device, stored.dtype))
+        for module in layers:
+            if (own := _own_mask(module)) is not None:
+                own.narrow(mask)
+            else:
+                parametrize.register_parametrization(module, "weight",
+                                                     _Mask(mask.to(module.weight.device), module.weight.dtype))
     return model
+
+
+def _layers_of(model: nn.Module, masks: Masks, where: str) -> dict[str, list[nn.Module]]:
+    """The layers that compute with each weight of ``masks`` (several for a tied weight), the masks
+    checked first (``pruning_inputs.checked_masks``)."""
+    tied, layers = _tied(model), dict(weight_layers(model))
+    checked_masks(masks, tied, {n: layers[n.removesuffix(".weight")].weight.shape for n in tied}, where)
+    return {name: [layers[n.removesuffix(".weight")] for n, key in tied.items() if key == tied[name]] for name in masks}
 
 
 def _take_off(module: nn.Module, name: str) -> None:
@@ -773,12 +854,12 @@ def _take_off(module: nn.Module, name: str) -> None:
 def applied_masks(model: nn.Module) -> Masks:
     """The masks in force on ``model``'s conv and linear weights: ``apply_masks``'s and
     ``torch.nn.utils.prune``'s (``{}`` for a model with none)."""
-    out = {}
+    out, tied = {}, _tied(model)
     for name, m in weight_layers(model):
         if (own := _own_mask(m)) is not None:
-            out[f"{name}.weight"] = own.mask
+            out.setdefault(tied[f"{name}.weight"], own.mask)
         elif "weight_orig" in m._parameters:
-            out[f"{name}.weight"] = m.weight_mask != 0
+            out.setdefault(tied[f"{name}.weight"], m.weight_mask != 0)
     return out
 
 
@@ -789,13 +870,14 @@ def to_torch_prune(model: nn.Module, masks: Masks | None = None) -> nn.Module:
     both keep (torch's rule). The forward pass is the same, bit for bit. Returns ``model``."""
     from torch.nn.utils import prune as torch_prune
 
-    modules = dict(model.named_modules())
-    for name, mask in (applied_masks(model) if masks is None else masks).items():
-        module = modules[name.rsplit(".", 1)[0]]
-        if (own := _own_mask(module)) is not None:
-            mask = own.mask & mask.to(own.mask.device)
-            _take_off(module, name)
-        torch_prune.custom_from_mask(module, "weight", mask.to(module.weight.device))
+    masks = applied_masks(model) if masks is None else masks
+    for name, layers in _layers_of(model, masks, "to_torch_prune").items():
+        mask = masks[name]
+        for module in layers:
+            if (own := _own_mask(module)) is not None:
+                mask = own.mask & mask.to(own.mask.device)
+                _take_off(module, name)
+            torch_prune.custom_from_mask(module, "weight", mask.to(module.weight.device))
     return model
 
 
@@ -812,10 +894,10 @@ def from_torch_prune(model: nn.Module, remove: bool = False) -> Masks:
         if others:
             raise ValueError(f"torch.nn.utils.prune prunes {name}.{others[0].removesuffix('_orig')}: masks here are of "
                              "conv and linear weights; make that pruning permanent first (prune.remove)")
-    masks = {}
+    masks, tied = {}, _tied(model)
     for name, m in weight_layers(model):
         if "weight_orig" in m._parameters:
-            masks[f"{name}.weight"] = m.weight_mask != 0
+            masks.setdefault(tied[f"{name}.weight"], m.weight_mask != 0)
             if remove:
                 torch_prune.remove(m, "weight")
     return masks
