@@ -11,7 +11,7 @@ from torch import nn
 from torch.nn.utils.parametrizations import weight_norm
 
 from reluinit import pruning
-from reluinit.pruning import apply_masks, applied_masks, layer_table, masks_from_scores, prune
+from reluinit.pruning import applied_masks, apply_masks, layer_table, masks_from_scores, prune
 
 METHODS = list(pruning.PRUNERS)  # every pruner on offer, "sbp" included
 
@@ -174,6 +174,15 @@ def test_a_weight_norm_model_is_scored_and_masked_as_the_weight_it_computes_with
     again = prune(model, method, 0.1, **_options(method, x, y))  # prune the masked weight_norm net again
     assert all(not (again[n] & ~masks[n]).any() for n in masks)
     assert sum(int(m.sum()) for m in again.values()) == round(0.1 * (4 * 32 + 32 * 16))
+
+
+def test_connected_reads_a_weight_norm_or_masked_layer_as_it_computes():
+    emptied = {"0.weight": torch.zeros(32, 4, dtype=torch.bool), "2.weight": torch.ones(16, 32, dtype=torch.bool)}
+    model = _normed()
+    assert not pruning.connected(model, emptied, (4,))  # the emptied first layer cuts every path
+    apply_masks(model, {"0.weight": torch.ones(32, 4, dtype=torch.bool)})
+    assert not pruning.connected(model, emptied, (4,))
+    assert pruning.connected(model, {"2.weight": torch.ones(16, 32, dtype=torch.bool)}, (4,))
 
 
 class _Noisy(nn.Module):

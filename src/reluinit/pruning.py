@@ -953,8 +953,10 @@ def connected(model: nn.Module, masks: Masks, in_shape: tuple[int, ...]) -> bool
     output's sum with respect to an all-ones input of SynFlow's linearized net (float64, every
     parameter and buffer by its absolute value, eval mode: ``_linearized``) with the masks
     multiplied in is not zero. All its terms are products of non-negative factors along paths, so
-    it is zero exactly when every path crosses a pruned weight."""
-    net, weights, ones = _linearized(model, in_shape)
+    it is zero exactly when every path crosses a pruned weight. A masked or parametrized model is
+    read as the weights it computes with (``_unmasked_copy``)."""
+    plain = _unmasked_copy(model) if applied_masks(model) or _computed(model) else model
+    net, weights, ones = _linearized(plain, in_shape)
     with torch.no_grad():
         for n, w in weights.items():
             if n in masks:
