@@ -13,20 +13,50 @@ def stop(sentence):
     raise SystemExit(1)
 
 
-def catalogue_id_targets(argv):
-    """Command-line words that are catalogue ids (`OP-F1`) rather than targets (`op_f1`).
+def as_target(word):
+    """``word`` as the target it would be: lower case, - as _, and the _ after a paper's code put
+    back (``OP-F1``, ``OP_F1``, ``opf1`` -> ``op_f1``)."""
+    low = word.lower().replace("-", "_")
+    for code in map(str.lower, catalogue.PAPERS):
+        if low.startswith(code) and re.fullmatch(r"[a-z]+[0-9]+[a-z]?", low[len(code):]):
+            return f"{code}_{low[len(code):]}"
+    return low
+
+
+def misnamed_targets(argv):
+    """``{word: id}``: command-line words that stand for an experiment but are not its target: its
+    catalogue id (`OP-F1`), or its target in other case or without its _ (`OP_F1`, `opf1`).
     Snakemake hands its targets to the DAG only after reading this file and then says just "No rule
     to produce OP-F1", so the command line is the one place to catch this mistake early."""
-    ids = {e.lower(): e for e in EXPERIMENTS}
-    return [ids[w.lower()] for w in argv if w.lower() in ids and not Path(w).exists()]
+    targets = {paths.target(e): e for e in EXPERIMENTS}
+    return {w: targets[as_target(w)] for w in argv
+            if as_target(w) in targets and w != as_target(w) and not Path(w).exists()}
 
 
 def unknown_targets(argv):
-    """Command-line words shaped like an experiment's target (``op_f9``: a paper, ``_``, a figure or
-    table and its number) that name none; Snakemake would say only "No rule to produce op_f9"."""
+    """Command-line words shaped like an experiment's target (``op_f9``, ``OP_F9``: a paper, ``_``,
+    a figure or table and its number) that name none; Snakemake would say only "No rule to produce op_f9"."""
     known = {paths.target(e) for e in EXPERIMENTS}
     shaped = re.compile(r"^[a-z]+_[a-z]+[0-9]+[a-z]?$")
-    return [w for w in argv if shaped.match(w) and w not in known and not Path(w).exists()]
+    return [w for w in argv if shaped.match(as_target(w)) and as_target(w) not in known and not Path(w).exists()]
+
+
+def missing_parts(argv):
+    """``[(word, id, known parts)]``: command-line words that name a part's file (its rows, masks
+    or record of trained runs) that no job of this scale writes (``RP-F3/group99.csv`` where RP-F3
+    has one group); Snakemake would end on an input function's traceback."""
+    found = []
+    for w in argv:
+        shape = re.fullmatch(rf"{re.escape(RESULTS)}/([A-Z]+)/([^/]+)/(masks/|trained/)?([^/]+)\.(csv|pt|json)",
+                             os.path.normpath(os.path.relpath(w) if os.path.isabs(w) else w))
+        if not shape or shape.group(2) not in EXPERIMENTS or shape.group(2) in SOURCES or Path(w).exists():
+            continue
+        paper, exp, kind, key, _ = shape.groups()
+        jobs = measure_jobs(exp)  # a job's rows by its key; masks and trained runs by their part's
+        known = list(jobs) if not kind else [k for keys in jobs.values() for k in keys]
+        if paper == catalogue.paper_of(exp) and key not in known:
+            found.append((w, exp, known))
+    return found
 
 
 def config_words(argv):
@@ -45,24 +75,40 @@ def config_words(argv):
     return [shlex.quote(w) for w in words]
 
 
-if workflow.is_main_process and catalogue_id_targets(sys.argv[1:]):
-    _named = catalogue_id_targets(sys.argv[1:])
+def some(keys):
+    """``group0, group1, group2, ..., group15 (16 in all)``: a list a sentence can hold."""
+    return ", ".join(keys) if len(keys) <= 6 else f"{', '.join(keys[:3])}, ..., {keys[-1]} ({len(keys)} in all)"
+
+
+if workflow.is_main_process and misnamed_targets(sys.argv[1:]):
+    _named = misnamed_targets(sys.argv[1:])
+    _one = len(_named) == 1
+    _ids = all(w.lower() == e.lower() for w, e in _named.items())
+    _what = (("is a catalogue id, not a target" if _one else "are catalogue ids, not targets") if _ids
+             else ("is not a target" if _one else "are not targets"))
     stop(
-        f"{', '.join(_named)} {'is a catalogue id' if len(_named) == 1 else 'are catalogue ids'}, not {'a target' if len(_named) == 1 else 'targets'}: "
-        f"build {'it' if len(_named) == 1 else 'them'} with "
-        f"`{integrity.command(' '.join(paths.target(e) for e in _named), settings=config_words(sys.argv[1:]), cores=False)}` "
+        f"{', '.join(_named)} {_what}: build {'it' if _one else 'them'} with "
+        f"`{integrity.command(' '.join(dict.fromkeys(map(paths.target, _named.values()))), settings=config_words(sys.argv[1:]), cores=False)}` "
         "(the id in lower case, - as _); `snakemake --list-target-rules` lists every target."
     )
 
 
 if workflow.is_main_process and unknown_targets(sys.argv[1:]):
     _unknown = unknown_targets(sys.argv[1:])
-    _papers = sorted({w.split("_")[0] for w in _unknown})
+    _papers = sorted({as_target(w).split("_")[0] for w in _unknown})
     _theirs = [paths.target(e) for e in EXPERIMENTS if paths.target(e).split("_")[0] in _papers]
     stop(
         f"{', '.join(_unknown)} {'names' if len(_unknown) == 1 else 'name'} no experiment of config.yaml"
         + (f": the targets of {', '.join(p.upper() for p in _papers)} are {', '.join(_theirs)}" if _theirs else "")
         + "; `snakemake --list-target-rules` lists every target."
+    )
+
+
+if workflow.is_main_process and missing_parts(sys.argv[1:]):
+    _word, _exp, _known = missing_parts(sys.argv[1:])[0]
+    stop(
+        f"{_word} names no part of {_exp} at the {SCALE} scale: its parts are {some(_known)}; "
+        f"`{integrity.command(paths.target(_exp), settings=config_words(sys.argv[1:]), cores=False)}` builds them all."
     )
 
 

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import yaml
+
 if TYPE_CHECKING:  # the workflow validates; a job, or the GPU check on a machine without it, never needs it
     import jsonschema
 
@@ -123,10 +125,12 @@ def explain(error: jsonschema.ValidationError, command_line: bool = True) -> str
     return line
 
 
-def rejected(error: jsonschema.ValidationError, files, command_line: Mapping | None = None) -> str:
+def rejected(error: jsonschema.ValidationError, files, command_line: Mapping | None = None,
+             unset: str | None = None) -> str:
     """``explain``'s line with where the key is set (``locate`` in the config ``files``, unless the
     run's ``--config`` values ``command_line``, which Snakemake applies last, set it) and the fix:
-    what a run that the schema refuses ends with."""
+    what a run that the schema refuses ends with. ``unset``: what to name for a key no file sets
+    where the command has no ``--config`` (default: the command line's ``--config``)."""
     import jsonschema
 
     err = jsonschema.exceptions.best_match([error]) or error
@@ -134,17 +138,87 @@ def rejected(error: jsonschema.ValidationError, files, command_line: Mapping | N
     if err.validator in ("additionalProperties", "unevaluatedProperties"):
         keys += re.findall(r"'([^']+)'", err.message.split("(")[-1])[:1]  # the first unknown key itself
     where = None if _sets(command_line, keys) else locate(files, keys)
-    return (f"{where or 'the command line (--config)'}: {explain(error, command_line=where is None)}; correct it "
+    return (f"{where or unset or 'the command line (--config)'}: {explain(error, command_line=not (where or unset))}; correct it "
             "there (every key and its type: workflow/schemas/config.schema.yaml)")
+
+
+class DuplicateKeyError(yaml.YAMLError):
+    """A mapping of a YAML file that sets one key twice: YAML keeps the second and drops the first
+    with no word (a second ``quick:`` under an experiment replaces its whole quick block). The
+    message names the file, both lines and the key's path, and says to delete one."""
 
 
 def read_yaml(path: str | Path):
     """The YAML document at ``path``, parsed by libyaml where PyYAML has it: the same data as
     ``yaml.safe_load`` in a tenth of the time (config.yaml and claims.yaml, about 1,000 lines each,
-    are read by every Snakemake start and every claims job). ``yaml.YAMLError`` when it is not YAML."""
-    import yaml
+    are read by every Snakemake start and every claims job). ``yaml.YAMLError`` when it is not YAML,
+    ``DuplicateKeyError`` (one) where a mapping sets a key twice (a walk of the parsed nodes, about 5%
+    of the parse)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(Path(path).read_text())
+    try:
+        node = loader.get_single_node()
+        twice = _set_twice(node) if node is not None else None
+        if twice:
+            key, first, second = twice
+            from ..integrity import shown
 
-    return yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            raise DuplicateKeyError(f"{shown(path)}, lines {first} and {second}: key '{key}' is set twice, and YAML "
+                                    "would keep the second silently; delete one of them and run the command again")
+        return loader.construct_document(node) if node is not None else None
+    finally:
+        loader.dispose()
+
+
+_MERGE = "tag:yaml.org,2002:merge"  # `<<: *anchor`: the keys beside it override the anchor's, by design
+
+
+def _set_twice(root) -> tuple[str, int, int] | None:
+    """The first key a mapping under ``root`` (a composed YAML node) sets twice, as its path
+    (``experiments.EP-F2.quick``, ``claims[3].expect``) and the two lines; None when none is."""
+    todo, seen = [(root, "")], set()
+    while todo:
+        node, path = todo.pop()
+        if id(node) in seen:  # an alias: walked once
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            lines: dict = {}
+            for key, value in node.value:
+                if key.tag == _MERGE:
+                    continue
+                name = key.value if isinstance(key, yaml.ScalarNode) else None
+                if name in lines:
+                    return f"{path}.{name}" if path else name, lines[name], key.start_mark.line + 1
+                if name is not None:
+                    lines[name] = key.start_mark.line + 1
+                if not isinstance(value, yaml.ScalarNode):
+                    todo.append((value, f"{path}.{name}" if path else str(name)))
+        elif isinstance(node, yaml.SequenceNode):
+            todo += [(item, f"{path}[{i}]") for i, item in enumerate(node.value) if not isinstance(item, yaml.ScalarNode)]
+    return None
+
+
+SCHEMA = Path("workflow", "schemas", "config.schema.yaml")  # in the checkout
+
+
+def read_config(path: str | Path) -> dict:
+    """A whole config (``config.yaml`` or a copy of it, as `plan --config` reads) as the workflow reads
+    it, the schema's defaults filled in; ``ValueError`` with the one sentence that refuses it: not
+    YAML or a key set twice (its lines), a value the schema refuses (its key and line) or a recipe
+    no ``recipes:`` block holds."""
+    import jsonschema
+
+    if problem := yaml_problem(path):
+        raise ValueError(problem)
+    config = read_yaml(path)
+    try:
+        here = Path(__file__).resolve().parents[3] / SCHEMA  # this library's checkout's, else the config's
+        validate(config, here if here.exists() else Path(path).resolve().parent / SCHEMA)
+    except jsonschema.ValidationError as e:
+        raise ValueError(rejected(e, [path], unset=str(path))) from None
+    if unknown_recipes(config):
+        raise ValueError(unknown_recipes(config)[0])
+    return config
 
 
 def validate(config: dict, schema_path: str | Path) -> None:
@@ -177,12 +251,12 @@ def validate(config: dict, schema_path: str | Path) -> None:
 
 def yaml_problem(path: str | Path) -> str | None:
     """One line naming ``path``, the line and what is wrong when it is not readable YAML (Snakemake's
-    own message names neither the file nor the line); None when it reads."""
-    import yaml
-
+    own message names neither the file nor the line), or when it sets a key twice; None when it reads."""
     try:
         read_yaml(path)
         return None
+    except DuplicateKeyError as e:
+        return str(e)
     except yaml.YAMLError:
         pass
     try:  # the pure-Python parser again, for its message (libyaml's can lack the problem's words)
@@ -213,8 +287,6 @@ def locate(files, keys) -> str | None:
     """``"my.yaml, line 12"``: where the last of ``files`` (later ones override earlier ones, as
     Snakemake merges them) that sets the key path ``keys`` sets it, or the deepest part of it that
     it sets; None when no file sets any of it (a value from ``--config``)."""
-    import yaml
-
     from ..integrity import shown
 
     for path in reversed([shown(f) for f in files]):

@@ -30,7 +30,7 @@ import pandas as pd
 import yaml
 
 from . import catalogue, paths
-from .config import settings
+from .config import read_config, read_yaml, settings
 
 # Resources of the rules whose jobs all ask the same (rule `measure`, the rules `train_<spec>`: a job
 # trains one architecture's runs of a training spec, stacked, in minutes on a CPU).
@@ -116,16 +116,53 @@ COST_COLUMNS = ["model", "dataset", "recipe", "seconds_per_step", "eval_seconds_
 
 
 def read_cost(path: str | Path) -> pd.DataFrame:
-    """A GPU check's ``gpu-cost.csv``, indexed by (model, dataset, recipe)."""
+    """A GPU check's ``gpu-cost.csv``, indexed by (model, dataset, recipe). ``ValueError`` naming the
+    row and column of a value no measurement gives (``cost_refused``)."""
     cost = pd.read_csv(path)
     missing = [c for c in COST_COLUMNS if c not in cost.columns]
     if missing:
         raise ValueError(f"{path}: no column {', '.join(missing)}; a cost table is the gpu-cost.csv that "
                          f"`python -m reluinit.gpucheck --out DIR` writes")
-    if "depth" in cost:  # the depth a family was timed at; anything but a depth of 0 or more prices as unknown
-        depth = pd.to_numeric(cost["depth"], errors="coerce")
-        cost["depth"] = depth.where(depth >= 0)
+    if refused := cost_refused(cost, path):
+        raise ValueError(refused)
+    for column in ("seconds_per_step", "eval_seconds_per_image", "depth"):
+        if column in cost:
+            cost[column] = pd.to_numeric(cost[column])
     return cost.drop_duplicates(["model", "dataset", "recipe"], keep="last").set_index(["model", "dataset", "recipe"])
+
+
+# What a measured cost table holds: the family it timed, seconds above 0, and the depth it timed
+# (empty where the family's nets set none).
+COST_VALUES = {"model": "a model's name", "dataset": "a dataset's name", "recipe": "a recipe's name",
+               "seconds_per_step": "a number of seconds above 0", "eval_seconds_per_image": "a number of seconds above 0",
+               "depth": "a whole number of hidden layers, 0 or more, or empty where the family sets no depth"}
+
+
+def cost_refused(cost: pd.DataFrame, path: str | Path) -> str | None:
+    """The first value of a cost table that no GPU check measures (an empty key, a time that is not
+    a finite number above 0, a depth that is not a whole number of 0 or more), as one sentence
+    naming its row, line, family and column; None when every value is one. Such a value priced its
+    runs at their declared hours (NaN), at less than nothing (negative) or without end (inf)."""
+    bad = []
+    for column in [c for c in COST_VALUES if c in cost]:
+        raw = cost[column]
+        value = pd.to_numeric(raw, errors="coerce")
+        if column in ("model", "dataset", "recipe"):
+            ok = raw.notna() & (raw.astype(str).str.strip() != "")
+        elif column == "depth":
+            ok = raw.isna() | ((value >= 0) & (value < float("inf")) & (value == value.round()))
+        else:
+            ok = (value > 0) & (value < float("inf"))
+        if not ok.all():
+            bad.append((int((~ok).to_numpy().argmax()), list(COST_VALUES).index(column), column))
+    if not bad:
+        return None
+    row, _, column = min(bad)
+    family = ", ".join("(empty)" if pd.isna(v) else str(v) for v in cost.loc[cost.index[row], ["model", "dataset", "recipe"]])
+    value = cost[column].iloc[row]
+    return (f"{path}, row {row + 1} (line {row + 2}: {family}): {column} is {'empty or NaN' if pd.isna(value) else value}, "
+            f"where a cost table holds {COST_VALUES[column]}; correct it there, or time the family again with "
+            f"`python -m reluinit.gpucheck --out DIR`")
 
 
 def measured_hours(exp: str, s: dict, runs, cost: pd.DataFrame) -> tuple[float, int]:
@@ -566,7 +603,7 @@ def docs_pages(root: Path) -> list[Path]:
 
 def write_docs(root: Path) -> list[Path]:
     """Rewrite the plan's numbers in every page (``docs_text``); the pages it changed."""
-    config, cached, changed = yaml.safe_load((root / "config.yaml").read_text()), {}, []
+    config, cached, changed = read_yaml(root / "config.yaml"), {}, []
     for page in docs_pages(root):
         text = page.read_text()
         new = docs_text(text, config, root, cached)
@@ -627,6 +664,16 @@ def print_price(bill: pd.DataFrame, scale: str, cost: str | None) -> None:
     print(bill.to_string(formatters={"training_jobs": lambda n: f"{n:,.0f}", **{c: fmt_hours for c in hours_columns}}))
 
 
+def write_csv(table: pd.DataFrame, path: str) -> str | None:
+    """Write ``table`` to ``path`` (``--csv``); the sentence that says why it could not, or None."""
+    try:
+        table.to_csv(path, index=False)
+    except OSError as e:
+        why = e.strerror if Path(path).parent.is_dir() else f"{Path(path).parent} is no folder"
+        return f"--csv {path}: cannot write it ({why}); give a file in a folder that exists and you can write, e.g. --csv plan.csv"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reluinit.pipeline.plan", description=__doc__.split("\n\n")[0])
     parser.add_argument("scale", nargs="?", default="paper", choices=["paper", "quick", "smoke"])
@@ -649,10 +696,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no config at {args.config}: run from the workflow's folder or pass --config")
     if args.cost and not Path(args.cost).exists():
         parser.error(f"no cost table at {args.cost}: `python -m reluinit.gpucheck --out DIR` writes DIR/gpu-cost.csv")
-    config = yaml.safe_load(Path(args.config).read_text())
     try:
-        cost = read_cost(args.cost) if args.cost else None
-    except ValueError as e:
+        config, cost = read_config(args.config), read_cost(args.cost) if args.cost else None
+    except ValueError as e:  # not YAML, a key set twice, a value the schema refuses; a cost no check measures
         parser.error(str(e))
     if args.ids:
         unknown = [i for i in args.ids if i not in default_experiments(config, args.scale)]
@@ -660,17 +706,17 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"{', '.join(unknown)}: not an id `all` builds at the {args.scale} scale "
                          f"(CATALOGUE.md lists them)")
         table = jobs(config, args.scale, args.ids, cost=cost)
+        if args.csv and (refused := write_csv(table, args.csv)):
+            parser.error(refused)
         print_price(price(table, args.ids), args.scale, args.cost)
         if shared_note(config, args.scale, args.ids):
             print(f"\n{shared_note(config, args.scale, args.ids)}")
         if args.scale != "quick" and collapse_note(Path(args.config).resolve().parent, args.ids):
             print(f"\n{collapse_note(Path(args.config).resolve().parent, args.ids)}")
-        if args.csv:
-            table.to_csv(args.csv, index=False)
         return 0
     table = jobs(config, args.scale, cost=cost)
-    if args.csv:
-        table.to_csv(args.csv, index=False)
+    if args.csv and (refused := write_csv(table, args.csv)):
+        parser.error(refused)
     pd.set_option("display.width", 160)
     pd.set_option("display.max_rows", None)
     if args.all_jobs:
