@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from conftest import ROOT
-from reluinit import checkpoint_file, harvest, training
+from reluinit import checkpoint_file, harvest, pruning, training
 from reluinit.experiments import lr_train
 
 # torch's words when weights_only refuses a file: none may reach the user
@@ -51,7 +51,7 @@ def _no_advice(text: str) -> None:
 def test_a_crafted_checkpoint_never_runs_and_is_refused_by_name_without_torchs_advice(tmp_path, how, fmt):
     marker = tmp_path / "ran"
     path = _crafted(tmp_path / "run0.pt", marker, how, fmt)
-    for load in (training.load_checkpoint, lr_train.load, checkpoint_file.load):
+    for load in (training.load_checkpoint, lr_train.load, pruning.load_masks, checkpoint_file.load):
         with pytest.raises(checkpoint_file.NotACheckpoint) as e:
             load(path)
         said = str(e.value)

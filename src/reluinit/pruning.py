@@ -1030,8 +1030,11 @@ def save_masks(runs: dict[str, dict], path) -> None:
 
 
 def load_masks(path, device: str | torch.device = "cpu") -> dict[str, dict]:
-    """``save_masks``'s runs, the masks unpacked onto ``device`` (None for a run that is not pruned)."""
-    runs = torch.load(path, weights_only=True)
+    """``save_masks``'s runs, the masks unpacked onto ``device`` (None for a run that is not pruned);
+    a file that is not such masks is refused by name (``checkpoint_file.load``)."""
+    from .checkpoint_file import load
+
+    runs = load(path)
     return {key: {**run, "masks": unpack(run["masks"], device) if run["masks"] else None}
             for key, run in runs.items()}
 
