@@ -42,7 +42,7 @@ def unknown_targets(argv):
 
 
 def missing_parts(argv):
-    """``[(word, id, known parts)]``: command-line words that name a part's file (its rows, masks
+    """``[(word, id, the files there)]``: command-line words that name a part's file (its rows, masks
     or record of trained runs) that no job of this scale writes (``RP-F3/group99.csv`` where RP-F3
     has one group); Snakemake would end on an input function's traceback."""
     found = []
@@ -51,11 +51,13 @@ def missing_parts(argv):
                              os.path.normpath(os.path.relpath(w) if os.path.isabs(w) else w))
         if not shape or shape.group(2) not in EXPERIMENTS or shape.group(2) in SOURCES or Path(w).exists():
             continue
-        paper, exp, kind, key, _ = shape.groups()
+        paper, exp, kind, key, ext = shape.groups()
+        if kind and not (catalogue.entry(exp).masks if kind == "masks/" else catalogue.entry(exp).trains):
+            continue
         jobs = measure_jobs(exp)  # a job's rows by its key; masks and trained runs by their part's
         known = list(jobs) if not kind else [k for keys in jobs.values() for k in keys]
         if paper == catalogue.paper_of(exp) and key not in known:
-            found.append((w, exp, known))
+            found.append((w, exp, [f"{k}.{ext}" for k in known]))
     return found
 
 
@@ -76,7 +78,7 @@ def config_words(argv):
 
 
 def some(keys):
-    """``group0, group1, group2, ..., group15 (16 in all)``: a list a sentence can hold."""
+    """``group0.csv, group1.csv, group2.csv, ..., group15.csv (16 in all)``: a list a sentence can hold."""
     return ", ".join(keys) if len(keys) <= 6 else f"{', '.join(keys[:3])}, ..., {keys[-1]} ({len(keys)} in all)"
 
 
@@ -107,7 +109,7 @@ if workflow.is_main_process and unknown_targets(sys.argv[1:]):
 if workflow.is_main_process and missing_parts(sys.argv[1:]):
     _word, _exp, _known = missing_parts(sys.argv[1:])[0]
     stop(
-        f"{_word} names no part of {_exp} at the {SCALE} scale: its parts are {some(_known)}; "
+        f"{_word} names no part of {_exp} at the {SCALE} scale, whose files there are {some(_known)}; "
         f"`{integrity.command(paths.target(_exp), settings=config_words(sys.argv[1:]), cores=False)}` builds them all."
     )
 

@@ -575,11 +575,13 @@ def catalogue_markdown(config: dict) -> str:
 
 
 def main(argv: list[str]) -> None:
-    import yaml
+    from .config import read_yaml, yaml_problem
 
     what = argv.pop(0) if argv and argv[0] in ("status", "catalogue") else "status"
     path = Path(argv[0]) if argv else Path("config.yaml")
-    config = yaml.safe_load(path.read_text())
+    if problem := yaml_problem(path):  # not YAML, or a key set twice
+        raise SystemExit(problem)
+    config = read_yaml(path)
     print(status_table(config) if what == "status" else catalogue_markdown(config).rstrip("\n"))
 
 
