@@ -227,9 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s",
                         stream=sys.stdout)
     import torch
-    import yaml
 
     from ..nets import resolve_device
+    from ..pipeline.config import read_yaml
 
     device = resolve_device(a.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -244,6 +244,6 @@ def main(argv: list[str] | None = None) -> int:
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
     logging.getLogger().addHandler(handler)
     check = Check(out=out, device=device, tiny=a.tiny, budget_s=a.budget_s, data_dir=a.data_dir,
-                  config=yaml.safe_load(config_path.read_text()), commit=a.commit or _commit(), only=a.stages)
+                  config=read_yaml(config_path), commit=a.commit or _commit(), only=a.stages)
     log.info("GPU check on %s into %s, budget %.0f s%s", device, out, a.budget_s, " (tiny)" if a.tiny else "")
     return run(check)

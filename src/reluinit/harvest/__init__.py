@@ -42,11 +42,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from .. import datasets, integrity
 from ..pipeline import catalogue, paths, plan, steps
-from ..pipeline.config import settings
+from ..pipeline.config import read_yaml, settings
 
 log = logging.getLogger("reluinit")
 
@@ -218,7 +217,7 @@ def harvest(budget_s: float, data_dir: str | Path, out: str | Path, device: str 
 
     started = time.monotonic()
     scale = "quick" if tiny else "paper"
-    config = yaml.safe_load(Path(config_file).read_text())
+    config = read_yaml(config_file)
     config.update(data_dir=str(data_dir), results=str(out), scale=scale)
     results = Path(paths.scale_root(str(out), scale))
     todo, skipped = candidates(config, scale, Path(reference), results, only, first)  # refused before any file

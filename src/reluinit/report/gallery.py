@@ -17,10 +17,10 @@ import json
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from ..pipeline import catalogue
 from ..pipeline.catalogue import PAPERS, paper_of
+from ..pipeline.config import read_yaml
 from . import claims, plotting, reference
 
 # Where the site serves the reference's files (docs/hooks.py copies them there), relative to the
@@ -122,7 +122,7 @@ def markdown(root: str | Path = "reference/paper", config: dict | None = None) -
     """The gallery's Markdown: the verdict counts, one section per figure grouped by paper, then
     the ids the tree lacks with why."""
     root = Path(root)
-    config = config if config is not None else yaml.safe_load(Path("config.yaml").read_text())
+    config = config if config is not None else read_yaml("config.yaml")
     card = claims.read(str(root / "claims.csv"))
     runs = pd.read_csv(root / "runs.csv", dtype=reference.TEXT)
     shown = figure_ids(root)

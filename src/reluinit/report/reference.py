@@ -39,13 +39,12 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from .. import integrity
 from ..fingerprint import settings_fingerprint
 from ..pipeline import catalogue, paths, provenance, shared
 from ..pipeline.catalogue import PAPERS, paper_of
-from ..pipeline.config import settings
+from ..pipeline.config import read_yaml, settings
 from . import claims, committed, reports
 from .committed import DIGESTS, DamagedPart, digests, part_bytes
 
@@ -179,7 +178,7 @@ def fingerprints(exp: str, config_file: str | Path = "config.yaml", scale: str =
     """What a part of ``exp`` was measured by, for ``restore`` to check before it reuses one: the
     code fingerprint of the experiment's measurement (the one its Snakemake job carries) and a
     hash of its settings at ``scale`` (the paper's; a harvest's ``--tiny`` tree, the quick scale's)."""
-    config = yaml.safe_load(Path(config_file).read_text())
+    config = read_yaml(config_file)
     s = json.dumps(settings_fingerprint(settings(config, exp, scale)), sort_keys=True)
     return {"code": provenance.code_fingerprint(catalogue.get(exp).measure),
             "settings": hashlib.sha256(s.encode()).hexdigest()[:16]}
@@ -381,7 +380,7 @@ def export(results: str | Path, out: str | Path, experiments: list[str] = EXPERI
         rows += [r | {"experiment": e} for e, r in old.to_dict("index").items() if e not in experiments]
     part_rows += [r for r in old_parts.to_dict("records") if r["experiment"] not in experiments]
     part_rows += _keep_taken_parts(results, out, {r["experiment"]: r["status"] for r in rows}, finished,
-                                   yaml.safe_load(Path(config_file).read_text()), scale)
+                                   read_yaml(config_file), scale)
     order = {e: i for i, e in enumerate(EXPERIMENTS)}
     rows.sort(key=lambda r: (order.get(r["experiment"], len(order)), r["experiment"]))
     runs = pd.DataFrame(rows)
@@ -447,7 +446,7 @@ def absent_why(exp: str, config: dict | None = None, docs: str = "docs/") -> str
     entry = catalogue.entry(exp)  # what it trains and plots, without importing its code
     if entry.source:
         return f"plots the trained nets of {entry.source}, which need a GPU"
-    config = config if config is not None else yaml.safe_load(Path("config.yaml").read_text())
+    config = config if config is not None else read_yaml("config.yaml")
     s = settings(config, exp, "paper")
     data = [DATA_NAMES.get(d, d) for d in s.get("datasets", [s["dataset"]] if "dataset" in s else [])
             if d != "mnist" or entry.trains]
@@ -628,7 +627,7 @@ def render(root: str | Path, claims_file: str = "claims.yaml", notebooks: bool =
         raise committed.EditedTable("; and ".join(edited))
     drawn = redraw(root) if figures else []
     config_file = Path(claims_file).with_name("config.yaml")  # its `shared` runs fill partial tables
-    config = yaml.safe_load(config_file.read_text()) if config_file.exists() else None
+    config = read_yaml(config_file) if config_file.exists() else None
     card = claims.scorecard(listed, str(root), "paper", config=config)
     card.attrs["drawn"] = drawn
     (root / "claims").mkdir(parents=True, exist_ok=True)
@@ -679,7 +678,7 @@ def verdicts(card: pd.DataFrame, runs: pd.DataFrame, absent: bool = False, reaso
     finished = set(runs.loc[runs["status"] == "done", "experiment"])
     lacking = [e for e in catalogue.ENTRIES if e not in finished]
     if absent and lacking:
-        config = yaml.safe_load(Path("config.yaml").read_text())
+        config = read_yaml("config.yaml")
         lines += ["", "Catalogue ids not in the reference, and why (its machine: 2 CPU cores, no GPU, and no network "
                       "to download CIFAR, Tiny ImageNet or ImageNet):", ""]
         lines += [f"- **{e}**: {absent_why(e, config, docs)}" for e in lacking]

@@ -39,6 +39,7 @@ import pandas as pd
 import torch
 
 from ..datasets import FIXED_STATS, Split
+from ..pipeline.config import read_yaml
 from ..pruning import at_chance, collapse, connected, layer_table, prune_each, sparsity
 
 log = logging.getLogger("reluinit.mask_audit")
@@ -233,9 +234,8 @@ def _cost(net) -> float:
 
 def _claim(claims: str | Path, table: str) -> dict | None:
     """The claim judging ``table``'s cells (claims.yaml's ``cells:`` section), None without one."""
-    import yaml
 
-    loaded = yaml.safe_load(Path(claims).read_text())
+    loaded = read_yaml(claims)
     return next((c for c in loaded.get("cells", []) + loaded.get("claims", []) if c["id"] == table), None)
 
 

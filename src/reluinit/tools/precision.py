@@ -16,13 +16,12 @@ from ..nets import resolve_device
 
 def precision(a) -> None:
     import pandas as pd
-    import yaml
 
     from ..experiments.tg import growth_rows, net_growth
     from ..pipeline.catalogue import get
-    from ..pipeline.config import settings
+    from ..pipeline.config import read_yaml, settings
 
-    config = yaml.safe_load(open(a.config))
+    config = read_yaml(a.config)
     config["data_dir"] = a.data_dir
     dev = resolve_device(a.device)
     rows = []
