@@ -234,7 +234,6 @@ def _cost(net) -> float:
 
 def _claim(claims: str | Path, table: str) -> dict | None:
     """The claim judging ``table``'s cells (claims.yaml's ``cells:`` section), None without one."""
-
     loaded = read_yaml(claims)
     return next((c for c in loaded.get("cells", []) + loaded.get("claims", []) if c["id"] == table), None)
 
