@@ -254,3 +254,23 @@ def test_an_mlp_subclass_that_computes_otherwise_or_a_hooked_mlp_is_refused():
     net.register_forward_hook(lambda m, i, o: o + 1)
     with pytest.raises(TypeError, match="^MLP has a forward hook"):
         regions_on_line(net, *_points())
+
+
+@pytest.mark.parametrize("how", ["prune", "weight_norm"])
+def test_a_pruned_or_weight_normed_model_is_measured_right_after_an_optimizer_step(how):
+    """torch's pruning and legacy weight norm hold the weight as an attribute recomputed only before
+    a forward: right after an optimizer step it was stale, and the first call refused the model
+    (the second, after the check's own forward, passed). Now the first call reads the current
+    weight and counts what the model's sampling counts."""
+    import warnings
+
+    model, (x0, x1) = _net(widths=(3, 10, 10, 1), seed=5), _points()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        torch_prune.l1_unstructured(model[2], "weight", 0.3) if how == "prune" else nn.utils.weight_norm(model[2])
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    model(torch.randn(32, 3, dtype=torch.float64)).pow(2).mean().backward()
+    opt.step()
+    line = regions_on_line(model, x0, x1, 0.0, 1.0)
+    dense, step = _dense_count(model, x0, x1)
+    assert np.diff(line.intervals, axis=1).min() > 2 * step and line.count == dense

@@ -61,6 +61,19 @@ def test_a_key_set_twice_in_the_config_is_refused_naming_it_and_both_lines(tmp_p
         read_yaml(nested)
 
 
+def test_keys_are_compared_as_the_mapping_holds_them_not_as_written(tmp_path):
+    """``1`` and ``"1"`` are two keys (an int and a string); ``1`` and ``1.0``, or ``~`` and ``null``,
+    are one, which YAML keeps the second of: the check compares keys by value, not by their text."""
+    two = tmp_path / "two.yaml"
+    two.write_text('a: {1: x, "1": y}\n')
+    assert read_yaml(two) == {"a": {1: "x", "1": "y"}}
+    for i, (first, second) in enumerate([("1", "1.0"), ("~", "null")]):
+        one = tmp_path / f"one{i}.yaml"
+        one.write_text(f"a:\n  {first}: x\n  {second}: y\n")
+        with pytest.raises(DuplicateKeyError, match=rf"lines 2 and 3: key 'a\.{second}' is set twice"):
+            read_yaml(one)
+
+
 def test_a_claim_key_set_twice_in_claims_yaml_is_refused_naming_it(tmp_path):
     text = (ROOT / "claims.yaml").read_text()
     lines = text.splitlines(keepends=True)

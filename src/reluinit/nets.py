@@ -293,6 +293,15 @@ def _plain(m: nn.Module, base: type, where: str, methods=("forward", "__call__",
                         "which can change what it computes; remove it (handle.remove()) before measuring")
 
 
+def _refreshed(m: nn.Module) -> None:
+    """Run ``m``'s weight hooks (torch's pruning, legacy weight norm) as its forward would: they keep
+    the weight as a plain attribute, recomputed only before a forward, so after an optimizer step
+    it is stale until one; the net reads it from here on."""
+    for hook in list(m._forward_pre_hooks.values()):
+        if isinstance(hook, _weight_hooks()):
+            hook(m, ())
+
+
 def _no_global_hooks() -> None:
     from torch.nn.modules import module
 
@@ -346,8 +355,11 @@ def _agrees(model: nn.Module, probes: torch.Tensor) -> None:
         else:
             own = next(m.parameters(), None)
             h = h if own is None or not mixed else h.to(own.dtype)
+            got = m(h.clone())  # first: a clone (an in-place activation must not overwrite the input compared)
             want = expected(m, h)
-        got = m(h.clone())  # a clone: an in-place activation must not overwrite the input compared
+            check(got, want, name or type(model).__name__, m)
+            return got
+        got = m(h.clone())
         check(got, want, name or type(model).__name__, m)
         return got
 
@@ -404,6 +416,7 @@ def as_mlp(model: nn.Module) -> MLP:
         where = f"layer {name or type(model).__name__} ({type(m).__name__})"
         base = next((c for c in (nn.Linear, nn.BatchNorm1d, *_PASS_THROUGH) if isinstance(m, c)), type(m))
         _plain(m, base, where)
+        _refreshed(m)
         if isinstance(m, nn.Linear):
             if 0 in (m.in_features, m.out_features):
                 raise ValueError(f"{where} has {m.in_features} inputs and {m.out_features} outputs: every layer of a "

@@ -172,6 +172,18 @@ def read_yaml(path: str | Path):
 _MERGE = "tag:yaml.org,2002:merge"  # `<<: *anchor`: the keys beside it override the anchor's, by design
 
 
+_STR, _COMPLEX = "tag:yaml.org,2002:str", object()
+
+
+def _key(node):
+    """A mapping key as the mapping holds it: a string's text; another scalar's value (``1`` and
+    ``1.0`` are one key, ``~`` and ``null`` another, ``1`` and ``"1"`` two); a key that is itself
+    a list or mapping, none to compare (``_COMPLEX``)."""
+    if not isinstance(node, yaml.ScalarNode):
+        return _COMPLEX
+    return node.value if node.tag == _STR else yaml.safe_load(node.value)
+
+
 def _set_twice(root) -> tuple[str, int, int] | None:
     """The first key a mapping under ``root`` (a composed YAML node) sets twice, as its path
     (``experiments.EP-F2.quick``, ``claims[3].expect``) and the two lines; None when none is."""
@@ -186,10 +198,10 @@ def _set_twice(root) -> tuple[str, int, int] | None:
             for key, value in node.value:
                 if key.tag == _MERGE:
                     continue
-                name = key.value if isinstance(key, yaml.ScalarNode) else None
+                name = _key(key)
                 if name in lines:
-                    return f"{path}.{name}" if path else name, lines[name], key.start_mark.line + 1
-                if name is not None:
+                    return f"{path}.{key.value}" if path else key.value, lines[name], key.start_mark.line + 1
+                if name is not _COMPLEX:
                     lines[name] = key.start_mark.line + 1
                 if not isinstance(value, yaml.ScalarNode):
                     todo.append((value, f"{path}.{name}" if path else str(name)))
