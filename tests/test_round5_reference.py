@@ -82,6 +82,29 @@ def test_a_committed_table_edited_by_hand_is_named_by_restore_and_render_and_not
     assert card.set_index("claim").loc["OP-1", "verdict"] == claims.NOT_REPRODUCED
 
 
+def test_a_deleted_table_and_an_edited_part_in_its_stead_are_named_by_render_and_not_judged(tmp_path):
+    """A review's probe: OP-F1's table deleted and its act_ratio, scaled by 1.3, planted as a part
+    file: render judged OP-1 on the part (reproduced -> not reproduced), exit 0, since it checked
+    whole tables only."""
+    root = _tree(tmp_path, "OP-F1")
+    listed = _claims_file(tmp_path / "claims.yaml", ["OP-1"])
+    table = root / "OP" / "OP-F1.csv.gz"
+    planted = pd.read_csv(table)
+    planted["act_ratio"] *= 1.3
+    table.unlink()
+    with pytest.raises(committed.EditedTable, match="records it but the tree does not hold it"):
+        reference.render(root, listed, notebooks=False, readme=None)
+    part = root / "OP" / "OP-F1" / "group0.csv.gz"
+    part.parent.mkdir()
+    part.write_bytes(gzip.compress(planted.to_csv(index=False).encode()))
+    with pytest.raises(committed.EditedTable) as refused:
+        reference.render(root, listed, notebooks=False, readme=None)
+    assert f"{part}: parts.csv has no record of it, so the claims that read it are not judged" in str(refused.value)
+    assert not (root / "claims.csv").exists()
+    run = _cli("restore", "--root", str(root), "--results", str(tmp_path / "results" / "paper"))
+    assert run.returncode != 0 and "records it but the tree does not hold it" in run.stderr, run.stderr
+
+
 def test_export_records_the_tables_it_writes_and_a_tree_without_a_record_is_named_whole(tmp_path):
     results, out = tmp_path / "results" / "paper", tmp_path / "reference" / "paper"
     (results / "TG").mkdir(parents=True)
@@ -192,3 +215,19 @@ def test_restore_says_which_columns_of_a_trained_part_that_reruns_may_differ(tmp
     reference.export(results, other, ["TG-F3a"])
     run = _cli("restore", "--root", str(other), "--results", str(tmp_path / "third" / "paper"))
     assert "restored" in run.stdout and "note:" not in run.stdout
+
+
+@pytest.mark.parametrize("damage", ["a,b\n1,2\n", "", "twice"])
+def test_a_damaged_tables_csv_is_named_with_its_fix_and_recorded_anew_by_record(tmp_path, damage):
+    """A review's probes: another header or an empty tables.csv ended restore and record in a raw
+    KeyError traceback or 'No columns to parse', and a row listed twice garbled the message."""
+    root = _tree(tmp_path, "OP-F1")
+    recorded = root / committed.TABLES
+    kept = recorded.read_text()
+    recorded.write_text(kept + kept.splitlines(keepends=True)[1] if damage == "twice" else damage)
+    run = _cli("restore", "--root", str(root), "--results", str(tmp_path / "results" / "paper"))
+    assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr
+    assert f"{recorded} is damaged" in run.stderr and f"reference record {root}" in run.stderr, run.stderr
+    run = _cli("record", str(root))
+    assert run.returncode == 0, run.stderr
+    assert recorded.read_text() == kept

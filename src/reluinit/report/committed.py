@@ -71,9 +71,23 @@ def tables(root: str | Path) -> dict[str, Path]:
 
 
 def _recorded(root: Path) -> pd.DataFrame:
+    """``tables.csv`` by experiment (empty where the tree has none); ``DamagedPart`` naming it and
+    the fix where it does not read as one (no header, other columns, an experiment twice)."""
     f = root / TABLES
-    return (pd.read_csv(f, dtype={"sha256": str, "file": str}) if f.exists()
-            else pd.DataFrame(columns=COLUMNS)).set_index("experiment")
+    if not f.exists():
+        return pd.DataFrame(columns=COLUMNS).set_index("experiment")
+    try:
+        rows = pd.read_csv(f, dtype={"sha256": str, "file": str})
+        wrong = ([f"it lacks the column(s) {', '.join(sorted(set(COLUMNS) - set(rows.columns)))}"]
+                 if not set(COLUMNS) <= set(rows.columns) else
+                 [f"it lists {e} twice" for e in rows.loc[rows["experiment"].duplicated(), "experiment"]])
+    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:
+        wrong = [f"it does not read as a table ({e})"]
+    if wrong:
+        raise DamagedPart(f"{f} is damaged: {wrong[0]}; fetch it again (`git checkout -- {shlex.quote(str(f))}`) or, if "
+                          f"the tree's tables are as exported, record them anew with `python -m "
+                          f"reluinit.report.reference record {shlex.quote(str(root))}`")
+    return rows.set_index("experiment")
 
 
 def record(root: str | Path, experiments=None) -> list[str]:
@@ -82,7 +96,8 @@ def record(root: str | Path, experiments=None) -> list[str]:
     Returns one line per table recorded."""
     root = Path(root)
     held = tables(root)
-    rows = _recorded(root)
+    # the whole tree anew (a damaged tables.csv too), or these experiments' rows in the recorded ones
+    rows = pd.DataFrame(columns=COLUMNS).set_index("experiment") if experiments is None else _recorded(root)
     said = []
     for exp in held if experiments is None else experiments:
         rows = rows.drop(index=exp, errors="ignore")
@@ -140,6 +155,37 @@ def edited(root: str | Path) -> list[str]:
             what = "edited after export: its " + ", ".join(wrong)
         said.append(f"{f}: {what}, so its claims are not judged; rebuild it with {rebuild(root, exp)}, or, if the "
                     f"edit is meant, re-record it with `python -m reluinit.report.reference record {shlex.quote(str(f))}`")
+    for exp in rows.index.difference(list(held)):  # recorded, and gone: its claims would fall back to its parts
+        f = root / str(rows.loc[exp, "file"])
+        said.append(f"{f}: {root / TABLES} records it but the tree does not hold it, so its claims are not judged; "
+                    f"put it back (`git checkout -- {shlex.quote(str(f))}`) or rebuild it with {rebuild(root, exp)}")
+    return said
+
+
+def parts_edited(root: str | Path) -> list[str]:
+    """One sentence per part file of the tree (``<PAPER>/<ID>/<part>.csv[.gz]``: the rows of an
+    unfinished experiment's finished jobs, which its claims read in its table's stead) that
+    ``parts.csv`` does not record, or whose content is not the one it records; [] for a tree as
+    exported. (``restore`` checks the same of each part it brings back.)"""
+    root = Path(root)
+    made = (pd.read_csv(root / "parts.csv", dtype=str).set_index(["experiment", "part"])
+            if (root / "parts.csv").exists() else pd.DataFrame(columns=DIGESTS))
+    said = []
+    for f in sorted(root.glob("*/*/*.csv*")):
+        exp, part = f.parent.name, f.name.removesuffix(".gz").removesuffix(".csv")
+        if exp not in catalogue.ENTRIES:
+            continue
+        if (exp, part) not in made.index:
+            wrong = ["parts.csv has no record of it"]
+        else:
+            try:
+                wrong = differences(digests(part_bytes(f)), made.loc[(exp, part)].to_dict())
+            except (DamagedPart, ValueError, pd.errors.ParserError) as e:
+                wrong = [f"it does not read ({e})"]
+            wrong = ["edited after export: its " + ", ".join(wrong)] if wrong else []
+        if wrong:
+            said.append(f"{f}: {wrong[0]}, so the claims that read it are not judged; delete it and rebuild "
+                        f"{exp}'s table with {rebuild(root, exp)}")
     return said
 
 

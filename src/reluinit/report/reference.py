@@ -615,14 +615,15 @@ def render(root: str | Path, claims_file: str = "claims.yaml", notebooks: bool =
     ``reference/README.md`` and the README's verdict block; with ``figures``, first draw every
     figure again (``redraw``; the ids drawn in ``attrs["drawn"]``). Refused before anything is written
     (naming the fix) for a folder that holds no tree, and for a tree whose tables are not those its
-    export recorded (``committed.edited``: their claims would be judged on numbers no run made)."""
+    export recorded, or whose part files are not those `parts.csv` records (``committed.edited``,
+    ``committed.parts_edited``: their claims would be judged on numbers no run made)."""
     root = Path(root)
     if not (root / "runs.csv").is_file():
         raise FileNotFoundError(f"{root} holds no reference tree (no runs.csv): give --root the folder `export` "
                                 f"wrote (default reference/paper), or make one with `python -m "
                                 f"reluinit.report.reference export --out {root}`")
     listed = claims.load(claims_file)
-    edited = committed.edited(root)
+    edited = committed.edited(root) + committed.parts_edited(root)
     if edited:
         raise committed.EditedTable("; and ".join(edited))
     drawn = redraw(root) if figures else []
