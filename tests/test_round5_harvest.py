@@ -149,5 +149,6 @@ def test_the_harvest_refuses_a_reference_that_is_no_reference_tree_before_any_pa
         assert f"{bad} {why}" in said and "so every part would run again" in said and "--reference reference/paper" in said, said
     assert not ran and not (tmp_path / "out").exists()
     (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / ".gitkeep").touch()  # a folder holding dotfiles alone holds no part
     for good in (ROOT / "reference" / "paper", tmp_path / "empty"):
         assert harvest.reference_folder(str(good)) == str(good)

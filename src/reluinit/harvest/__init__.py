@@ -418,7 +418,7 @@ def reference_folder(text: str) -> str:
     path = Path(text)
     if not path.is_dir():
         why = "is a file" if path.exists() else "does not exist"
-    elif any(path.iterdir()) and not (path / "runs.csv").is_file() and not any(
+    elif any(not f.name.startswith(".") for f in path.iterdir()) and not (path / "runs.csv").is_file() and not any(
             (path / paper).is_dir() for paper in catalogue.PAPERS):
         why = f"holds neither runs.csv nor a paper's folder ({', '.join(catalogue.PAPERS)})"
     else:
